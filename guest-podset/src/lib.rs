@@ -1,0 +1,65 @@
+//! The default PodSet reconcile policy.
+//!
+//! It keeps `spec.replicas` active pods (Pending or Running, not terminating), scales
+//! down in ReplicaSet order, and reports status only when it changed. The decision is a
+//! pure function of the input the host sends (see `wit/policy.wit`); `decide.rs` holds
+//! it, this file only wires it to the component's exports.
+
+wit_bindgen::generate!({
+    path: "../wit",
+    world: "podset-policy",
+    // Status is compared with the current one so a converged PodSet yields no actions.
+    additional_derives: [PartialEq],
+});
+
+mod decide;
+
+use exports::podset::policy::policy::{Action, Guest, Input, PolicyError, PolicyInfo};
+use podset::policy::log::{Level, log};
+
+/// The contract version, read from the WIT package line so it cannot drift from it.
+fn contract_version() -> String {
+    const WIT: &str = include_str!("../../wit/policy.wit");
+    WIT.lines()
+        .find_map(|l| l.trim().strip_prefix("package podset:policy@"))
+        .map(|v| v.trim_end_matches(';').to_string())
+        .unwrap_or_default()
+}
+
+struct PodSetPolicy;
+
+impl Guest for PodSetPolicy {
+    fn info() -> PolicyInfo {
+        PolicyInfo {
+            name: env!("CARGO_PKG_NAME").to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            contract: contract_version(),
+        }
+    }
+
+    fn decide(input: Input) -> Result<Vec<Action>, PolicyError> {
+        // A panic aborts the instance; route its message to the host's log first so the
+        // operator's PolicyFailed report says what went wrong, not just "unreachable".
+        std::panic::set_hook(Box::new(|info| log(Level::Error, &info.to_string())));
+        let actions = decide::decide(&input)?;
+        if !actions.is_empty() {
+            log(
+                Level::Debug,
+                &format!("{}/{}: {} action(s)", input.podset.namespace, input.podset.name, actions.len()),
+            );
+        }
+        Ok(actions)
+    }
+}
+
+export!(PodSetPolicy);
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn contract_version_comes_from_the_wit_package() {
+        let v = super::contract_version();
+        assert!(v.starts_with("0."), "unexpected contract version {v:?}");
+        assert_eq!(v.split('.').count(), 3);
+    }
+}

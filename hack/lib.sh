@@ -1,0 +1,44 @@
+# Shared helpers for the hack/ scripts. Sourced, never executed.
+# shellcheck shell=bash
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE_DIR="${PODSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/podset-host}"
+K8S_VERSION="1.20.2"
+
+log() { printf '\033[1m[%s]\033[0m %s\n' "${0##*/}" "$*" >&2; }
+die() { printf '\033[31m[%s] error:\033[0m %s\n' "${0##*/}" "$*" >&2; exit 1; }
+
+# Run a command as root: directly when we are root, through sudo otherwise.
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# apt_install PKG... installs the Debian packages that are not installed yet.
+# A no-op (no apt-get update, no lock taken) when everything is present.
+apt_install() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  command -v apt-get >/dev/null || die "missing packages ${missing[*]} and no apt-get to install them"
+  log "installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+    || die "apt-get install ${missing[*]} failed"
+}
+
+# Ensure deb-src entries exist for the suites already configured for binaries
+# (needed for `apt-get source kubernetes`).
+ensure_deb_src() {
+  local f=/etc/apt/sources.list.d/podset-host-src.sources
+  if apt-cache showsrc kubernetes >/dev/null 2>&1 && apt-cache showsrc kubernetes 2>/dev/null | grep -q '^Package:'; then
+    return 0
+  fi
+  [ -f "$f" ] || {
+    log "enabling deb-src for bookworm (for the kubernetes source package)"
+    printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+      | as_root tee "$f" >/dev/null
+  }
+  as_root apt-get update -qq || die "apt-get update failed"
+}
