@@ -56,6 +56,8 @@ build_from_debian_source() {
   mkdir -p "$BIN_CACHE"
   cp _output/bin/kube-apiserver _output/bin/kube-controller-manager "$BIN_CACHE/"
   log "cached in $BIN_CACHE"
+  # The source tree and Go cache are ~2 GB and only needed to build these two binaries.
+  cd / && rm -rf "$work"
 }
 
 etcd=$(find_bin etcd TEST_ASSET_ETCD) || { apt_install etcd-server; etcd=$(find_bin etcd TEST_ASSET_ETCD) || die "etcd not found after installing etcd-server"; }

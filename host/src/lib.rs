@@ -1,0 +1,20 @@
+//! podset-host: a Kubernetes operator whose PodSet reconcile decisions are made by a
+//! sandboxed WebAssembly policy.
+//!
+//! - [`crd`]: the custom resources (the CRD YAML is generated from them)
+//! - [`policy`]: the sandbox — loads policy components, runs decisions within limits
+//! - [`reconcile`]: the controller — gather, decide, check, act
+//! - [`registry`] and [`sources`]: which policy decides for which PodSet; hot swaps
+//! - [`kube_client`], [`metrics`], [`operator`]: plumbing and wiring
+
+pub mod crd;
+pub mod error;
+pub mod kube_client;
+pub mod metrics;
+pub mod operator;
+pub mod policy;
+pub mod reconcile;
+pub mod registry;
+pub mod sources;
+
+pub use error::{Error, Result};

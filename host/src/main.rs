@@ -1,1 +1,244 @@
-fn main() {}
+//! The `podset-host` command: the operator and the policy author's tools.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use podset_host::policy::{self, Limits, PolicyEngine};
+use podset_host::{crd, operator};
+
+#[derive(Parser)]
+#[command(name = "podset-host", version, about = "PodSet operator with WebAssembly reconcile policies")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the operator.
+    Run(RunArgs),
+    /// Print the CustomResourceDefinitions (YAML).
+    Crd,
+    /// Build, check and benchmark policy modules without a cluster.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+/// The operator's settings. The cluster comes from KUBECONFIG or the in-cluster config.
+#[derive(Args)]
+struct RunArgs {
+    /// The default policy module (a component). Changes to the file are picked up live.
+    #[arg(long, env = "POLICY_FILE")]
+    policy: PathBuf,
+    /// Watch only this namespace; empty watches all.
+    #[arg(long, env = "WATCH_NAMESPACE", default_value = "")]
+    namespace: String,
+    /// PodSets reconciled at once.
+    #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 8)]
+    concurrency: u16,
+    /// Reconcile every PodSet at least this often.
+    #[arg(long, env = "RESYNC_PERIOD", default_value = "5m", value_parser = parse_duration)]
+    resync: Duration,
+    /// Where /metrics, /healthz and /readyz are served.
+    #[arg(long, env = "METRICS_ADDR", default_value = "127.0.0.1:8080")]
+    metrics_addr: std::net::SocketAddr,
+    /// Log as JSON lines instead of text.
+    #[arg(long, env = "LOG_JSON")]
+    log_json: bool,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Load a module and print what it is.
+    Info {
+        module: PathBuf,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Run one decision and print the actions.
+    Run {
+        module: PathBuf,
+        /// The input: a YAML or JSON file holding the WIT `input` record.
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long, short, value_enum, default_value = "yaml")]
+        output: Format,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Run scenario files against a module; exits non-zero on any mismatch.
+    Test {
+        module: PathBuf,
+        #[arg(required = true)]
+        scenarios: Vec<PathBuf>,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Measure decision latency (fresh instance + call) at 10, 100 and 1000 pods.
+    Bench {
+        module: PathBuf,
+        /// Time spent per row.
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        budget: Duration,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Wrap a core Wasm module built with wit-bindgen into a component.
+    Componentize {
+        core_module: PathBuf,
+        #[arg(long, short)]
+        output: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Yaml,
+    Json,
+}
+
+/// The sandbox bounds, shared by every command that runs a policy.
+#[derive(Args, Clone)]
+struct SandboxArgs {
+    /// CPU deadline of one policy call.
+    #[arg(long, env = "POLICY_DEADLINE", default_value = "100ms", value_parser = parse_duration)]
+    policy_deadline: Duration,
+    /// Linear-memory cap of one policy instance, in MiB.
+    #[arg(long, env = "POLICY_MEMORY_MIB", default_value_t = 16)]
+    policy_memory_mib: usize,
+}
+
+impl SandboxArgs {
+    fn limits(&self) -> Limits {
+        Limits { deadline: self.policy_deadline, memory_bytes: self.policy_memory_mib << 20, ..Limits::default() }
+    }
+
+    fn load(&self, module: &PathBuf) -> anyhow::Result<(PolicyEngine, std::sync::Arc<policy::Policy>)> {
+        let engine = PolicyEngine::new(self.limits())?;
+        let bytes = std::fs::read(module).with_context(|| format!("reading {}", module.display()))?;
+        let policy = engine.load(&bytes).with_context(|| format!("loading {}", module.display()))?;
+        Ok((engine, policy))
+    }
+}
+
+/// `100ms`, `2s`, `1m`, or a bare number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map_or((s, "s"), |i| s.split_at(i));
+    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return Err(format!("invalid duration unit in {s:?} (use ms, s or m)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("invalid duration {s:?}: {e}"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let json = matches!(&cli.command, Command::Run(a) if a.log_json);
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Run(args) => {
+            let settings = operator::Settings {
+                policy: args.policy,
+                namespace: Some(args.namespace).filter(|n| !n.is_empty()),
+                concurrency: args.concurrency,
+                resync: args.resync,
+                metrics_addr: args.metrics_addr,
+                limits: args.sandbox.limits(),
+            };
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(operator::run(settings))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Crd => {
+            print!("{}", crd::crds_yaml()?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Policy(cmd) => policy_command(cmd),
+    }
+}
+
+fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        PolicyCommand::Info { module, sandbox } => {
+            let (_engine, policy) = sandbox.load(&module)?;
+            let info = policy.info();
+            println!("name:     {}", info.name);
+            println!("version:  {}", info.version);
+            println!("contract: {} (host speaks {})", info.contract, policy::contract_version());
+            println!("digest:   {}", policy.digest());
+        }
+        PolicyCommand::Run { module, input, output, sandbox } => {
+            let (_engine, policy) = sandbox.load(&module)?;
+            let text = std::fs::read_to_string(&input).with_context(|| format!("reading {}", input.display()))?;
+            let input: policy::Input =
+                serde_yaml::from_str(&text).with_context(|| format!("parsing {} as a policy input", input.display()))?;
+            let decision = policy.decide(&input)?;
+            match output {
+                Format::Yaml => print!("{}", serde_yaml::to_string(&decision.actions)?),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&decision.actions)?),
+            }
+            eprintln!("decided in {:?}", decision.elapsed);
+        }
+        PolicyCommand::Test { module, scenarios, sandbox } => {
+            let (_engine, policy) = sandbox.load(&module)?;
+            let (mut passed, mut failed) = (0, 0);
+            for path in &scenarios {
+                let result = policy::scenario::Scenario::read(path).and_then(|s| s.check(&policy).map(|()| s));
+                match result {
+                    Ok(s) => {
+                        passed += 1;
+                        println!("ok   {} {}", path.display(), s.name.as_deref().unwrap_or(""));
+                    }
+                    Err(failure) => {
+                        failed += 1;
+                        println!("FAIL {}\n{failure}", path.display());
+                    }
+                }
+            }
+            println!("{passed} passed, {failed} failed");
+            if failed > 0 {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        PolicyCommand::Bench { module, budget, sandbox } => {
+            let started = std::time::Instant::now();
+            let (_engine, policy) = sandbox.load(&module)?;
+            println!("{} — loaded (compile + checks) in {:?}\n", policy.label(), started.elapsed());
+            let rows = policy::bench::run(&policy, &[10, 100, 1000], budget)?;
+            print!("{}", policy::bench::Table(&rows));
+        }
+        PolicyCommand::Componentize { core_module, output } => {
+            let core = std::fs::read(&core_module).with_context(|| format!("reading {}", core_module.display()))?;
+            let component = policy::componentize::componentize(&core)?;
+            std::fs::write(&output, &component).with_context(|| format!("writing {}", output.display()))?;
+            println!("{}: {} bytes", output.display(), component.len());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,52 @@
+# Entry points. Every target installs what it needs (see hack/); README.md explains them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+.PHONY: help run test policy fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
+
+run: ## Run the operator with the default policy (embedded control plane unless KUBECONFIG reaches a cluster)
+	@hack/run.sh
+
+test: ## Build everything and run unit, policy and integration tests on a private control plane
+	@hack/test.sh
+
+policy: ## Build the default policy component: target/policy/podset.wasm
+	@hack/policy.sh
+
+fixtures: ## Build the default policy and the hostile test policies
+	@hack/policy.sh --fixtures
+
+bench: ## Benchmark the policy sandbox and the operator; prints tables
+	@hack/bench.sh
+
+lint: ## cargo fmt --check and clippy -D warnings
+	@cargo fmt --all -- --check
+	@cargo clippy --workspace --all-targets -- -D warnings
+
+manifests: ## Regenerate manifests/crd.yaml from the Rust types
+	@cargo run -q -p podset-host -- crd > manifests/crd.yaml
+
+install: ## Install the CRDs into the cluster of KUBECONFIG
+	kubectl apply --server-side -f manifests/crd.yaml
+
+uninstall: ## Remove the CRDs (and with them every PodSet)
+	kubectl delete --ignore-not-found -f manifests/crd.yaml
+
+deploy: policy ## Deploy the operator into the cluster of KUBECONFIG (manifests/ via kustomize; image podset-host:0.1.0)
+	@mkdir -p manifests/policy && cp target/policy/podset.wasm manifests/policy/podset.wasm
+	kubectl apply --server-side -k manifests/
+
+undeploy: ## Remove what deploy created
+	kubectl delete --ignore-not-found -k manifests/
+
+cluster-up: ## Start the embedded control plane (.cluster/kubeconfig)
+	@hack/cluster.sh up
+
+cluster-down: ## Stop it and remove its state
+	@hack/cluster.sh down
+
+cluster-status: ## Show its components; a crashed one with the tail of its log
+	@hack/cluster.sh status

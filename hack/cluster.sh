@@ -1,0 +1,403 @@
+#!/usr/bin/env bash
+# A throwaway Kubernetes control plane on loopback, without Docker:
+# etcd + kube-apiserver + kube-controller-manager (garbage collector, namespace controller)
+# + the node simulator (podset-node-sim) that plays kubelet.
+#
+#   hack/cluster.sh up       start it (a no-op if it is already up and healthy)
+#   hack/cluster.sh status   what runs, what crashed (with log tails); non-zero unless fully up
+#   hack/cluster.sh down     stop exactly the processes it started and remove the state dir
+#
+# Everything (ports, pids, certs, data, logs) lives in the state dir
+#   CLUSTER_DIR   (default $ROOT/.cluster; `make test` uses $ROOT/.cluster-test)
+# so several clusters can run side by side. Other knobs:
+#   SIM_NODE=0                     do not start the node simulator
+#   CLUSTER_APISERVER_PORT, CLUSTER_ETCD_PORT, CLUSTER_ETCD_PEER_PORT   fixed ports instead of
+#                                  free ones (not APISERVER_PORT etc.: those are what env exports,
+#                                  and a shell that sourced one cluster's env must not steer another)
+#   READY_TIMEOUT=60               seconds to wait for the apiserver's /readyz
+# After `up`, $CLUSTER_DIR/env holds KUBECONFIG, APISERVER_URL, APISERVER_PORT, ETCD_PORT, ...
+# and the apiserver's audit log (writes to pods and podsets) is $CLUSTER_DIR/logs/audit.log.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+CLUSTER_DIR="${CLUSTER_DIR:-$ROOT/.cluster}"
+case "$CLUSTER_DIR" in /*) ;; *) CLUSTER_DIR="$PWD/$CLUSTER_DIR" ;; esac
+CLUSTER_DIR="${CLUSTER_DIR%/}"
+# Marks a directory as ours: `down` refuses to delete a directory without it.
+MARKER="$CLUSTER_DIR/.podset-cluster"
+PID_DIR="$CLUSTER_DIR/pids"
+LOG_DIR="$CLUSTER_DIR/logs"
+READY_TIMEOUT="${READY_TIMEOUT:-60}"
+SIM_NODE_NAME="${SIM_NODE_NAME:-sim-node}"
+ALL_COMPONENTS=(etcd kube-apiserver kube-controller-manager node-sim) # start order; stopped in reverse
+
+# The components this state dir runs: recorded at `up` (SIM_NODE=0 leaves out the simulator).
+components() {
+  if [ -f "$CLUSTER_DIR/components" ]; then cat "$CLUSTER_DIR/components"; else printf '%s\n' "${ALL_COMPONENTS[@]}"; fi
+}
+
+# pid_of NAME: the recorded pid, or nothing.
+pid_of() {
+  local f="$PID_DIR/$1.pid"
+  [ -f "$f" ] && tr -dc 0-9 <"$f"
+  return 0
+}
+
+# alive PID: the process exists, is not a zombie, and is one of ours. Every process we start
+# names the state dir on its command line, so a recycled pid is never mistaken for ours.
+alive() {
+  local pid=$1 state
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+  state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$pid/status" 2>/dev/null) || return 1
+  [ "$state" != Z ] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$CLUSTER_DIR/"
+}
+
+load_env() {
+  [ -f "$CLUSTER_DIR/env" ] || return 1
+  # shellcheck disable=SC1091
+  . "$CLUSTER_DIR/env"
+}
+
+readyz() { # prints the apiserver's answer; succeeds only on "ok"
+  local out
+  out=$(curl -sk --max-time 3 -H "Authorization: Bearer $APISERVER_TOKEN" "$APISERVER_URL/readyz" 2>&1) || {
+    echo "unreachable (${out:-no answer})"
+    return 1
+  }
+  echo "$out"
+  [ "$out" = ok ]
+}
+
+healthy() {
+  load_env || return 1
+  local c
+  for c in $(components); do alive "$(pid_of "$c")" || return 1; done
+  readyz >/dev/null
+}
+
+# stop NAME: TERM, up to 10 s grace, then KILL. Only the recorded pid, and only if it is ours.
+stop() {
+  local name=$1 pid i
+  pid=$(pid_of "$name")
+  if alive "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do alive "$pid" || break; sleep 0.1; done
+    if alive "$pid"; then
+      log "$name (pid $pid) ignored SIGTERM for 10 s; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+      for ((i = 0; i < 50; i++)); do alive "$pid" || break; sleep 0.1; done
+    fi
+  fi
+  rm -f "$PID_DIR/$name.pid"
+}
+
+stop_all() {
+  local i
+  for ((i = ${#ALL_COMPONENTS[@]} - 1; i >= 0; i--)); do stop "${ALL_COMPONENTS[i]}"; done
+}
+
+tail_log() { # NAME [LINES]
+  local f="$LOG_DIR/$1.log"
+  if [ -s "$f" ]; then
+    echo "---- last ${2:-20} lines of $f ----" >&2
+    tail -n "${2:-20}" "$f" | sed 's/^/    /' >&2
+  else
+    echo "---- $f is empty or missing ----" >&2
+  fi
+}
+
+# start NAME CMD...: in the background, in its own session (so the caller's Ctrl-C or exit
+# does not reach it), logging to logs/NAME.log. setsid execs in place (we are not a process
+# group leader), so $! is the component's own pid.
+start() {
+  local name=$1
+  shift
+  setsid nohup "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null &
+  echo $! >"$PID_DIR/$name.pid"
+}
+
+# wait_for NAME SECONDS CHECK...: poll CHECK until it succeeds; fail early if NAME died.
+wait_for() {
+  local name=$1 secs=$2 deadline
+  shift 2
+  deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if ! alive "$(pid_of "$name")"; then
+      tail_log "$name" 30
+      die "$name exited during startup (full log: $LOG_DIR/$name.log)"
+    fi
+    if ((SECONDS >= deadline)); then
+      tail_log "$name" 30
+      die "$name not ready after ${secs}s (full log: $LOG_DIR/$name.log)"
+    fi
+    sleep 0.2
+  done
+}
+
+port_in_use() {
+  ss -Hltn "( sport = :$1 )" 2>/dev/null | grep -q .
+}
+
+# Three distinct free loopback ports, held open together while the kernel picks them.
+free_ports() {
+  if command -v /usr/bin/python3 >/dev/null || command -v python3 >/dev/null; then
+    "$(command -v /usr/bin/python3 || command -v python3)" -c '
+import socket
+socks = [socket.socket() for _ in range(3)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))'
+  else
+    local ports=() p
+    while [ ${#ports[@]} -lt 3 ]; do
+      p=$((20000 + RANDOM % 30000))
+      port_in_use "$p" || [[ " ${ports[*]} " == *" $p "* ]] || ports+=("$p")
+    done
+    echo "${ports[*]}"
+  fi
+}
+
+write_kubeconfig() { # FILE USER TOKEN
+  cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: podset
+  cluster:
+    server: $APISERVER_URL
+    insecure-skip-tls-verify: true
+users:
+- name: $2
+  user:
+    token: $3
+contexts:
+- name: podset
+  context:
+    cluster: podset
+    user: $2
+current-context: podset
+EOF
+  chmod 600 "$1"
+}
+
+node_ready() {
+  curl -sk --max-time 3 -H "Authorization: Bearer $APISERVER_TOKEN" \
+    "$APISERVER_URL/api/v1/nodes/$SIM_NODE_NAME" | grep -q '"type": "Ready"'
+}
+
+etcd_healthy() { curl -s --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
+
+cmd_up() {
+  if [ -f "$MARKER" ]; then
+    if healthy; then
+      log "already up: $APISERVER_URL (KUBECONFIG=$CLUSTER_DIR/kubeconfig)"
+      return 0
+    fi
+    local c pid problems=()
+    for c in $(components); do
+      pid=$(pid_of "$c")
+      if [ -z "$pid" ]; then
+        problems+=("$c has no pid file")
+      elif ! alive "$pid"; then problems+=("stale pid file for $c (pid $pid is gone)"); fi
+    done
+    [ ${#problems[@]} -gt 0 ] || problems+=("all processes alive but the apiserver is not ready")
+    log "cluster in $CLUSTER_DIR is not healthy: $(IFS=';'; echo "${problems[*]}")"
+    log "stopping what is left and starting fresh (previous logs kept as logs/*.log.prev)"
+    stop_all
+    find "$CLUSTER_DIR" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} +
+    for f in "$LOG_DIR"/*.log; do [ -e "$f" ] && mv -f "$f" "$f.prev"; done
+  elif [ -d "$CLUSTER_DIR" ] && [ -n "$(ls -A "$CLUSTER_DIR")" ]; then
+    die "$CLUSTER_DIR exists and is not a cluster state dir (no $(basename "$MARKER")); refusing to use it"
+  fi
+
+  local t0=$SECONDS
+  command -v setsid >/dev/null || die "setsid (util-linux) is required"
+  apt_install openssl curl iproute2
+  local ETCD KUBE_APISERVER KUBE_CONTROLLER_MANAGER line
+  while IFS= read -r line; do
+    case "$line" in
+      ETCD=*) ETCD=${line#*=} ;;
+      KUBE_APISERVER=*) KUBE_APISERVER=${line#*=} ;;
+      KUBE_CONTROLLER_MANAGER=*) KUBE_CONTROLLER_MANAGER=${line#*=} ;;
+    esac
+  done < <("$ROOT/hack/k8s-binaries.sh" || echo FAILED)
+  [ -n "${ETCD:-}" ] && [ -n "${KUBE_APISERVER:-}" ] && [ -n "${KUBE_CONTROLLER_MANAGER:-}" ] ||
+    die "hack/k8s-binaries.sh did not provide etcd, kube-apiserver and kube-controller-manager"
+
+  local sim_bin=""
+  if [ "${SIM_NODE:-1}" != 0 ]; then
+    command -v cargo >/dev/null || die "cargo not found (needed to build the node simulator; SIM_NODE=0 skips it)"
+    log "building the node simulator (cargo may first wait for another build's lock)"
+    (cd "$ROOT" && cargo build -q -p podset-node-sim) || die "building podset-node-sim failed"
+    local target="${CARGO_TARGET_DIR:-$ROOT/target}"
+    case "$target" in /*) ;; *) target="$ROOT/$target" ;; esac
+    sim_bin="$target/debug/podset-node-sim"
+    [ -x "$sim_bin" ] || die "built podset-node-sim but $sim_bin is missing"
+  fi
+
+  # Ports: explicit ones must be free; otherwise let the kernel pick.
+  local picked p var
+  read -r -a picked <<<"$(free_ports)"
+  ETCD_PORT=${CLUSTER_ETCD_PORT:-${picked[0]}}
+  ETCD_PEER_PORT=${CLUSTER_ETCD_PEER_PORT:-${picked[1]}}
+  APISERVER_PORT=${CLUSTER_APISERVER_PORT:-${picked[2]}}
+  for var in ETCD_PORT ETCD_PEER_PORT APISERVER_PORT; do
+    p=${!var}
+    [[ "$p" =~ ^[0-9]+$ ]] && ((p > 0 && p < 65536)) || die "$var=$p is not a port number"
+    if port_in_use "$p"; then
+      die "port $p (for $var) is already in use on this machine: $(ss -Hltnp "( sport = :$p )" | tr -s ' ' | head -1)"
+    fi
+  done
+
+  mkdir -p "$CLUSTER_DIR" "$PID_DIR" "$LOG_DIR" "$CLUSTER_DIR/etcd" "$CLUSTER_DIR/certs"
+  chmod 700 "$CLUSTER_DIR"
+  touch "$MARKER"
+  # From here on, a failure stops whatever was started: no orphans, logs stay for inspection.
+  trap 'rc=$?; if [ $rc -ne 0 ]; then log "up failed; stopping what was started (logs in $LOG_DIR)"; stop_all; fi' EXIT
+
+  if [ "${SIM_NODE:-1}" != 0 ]; then printf '%s\n' "${ALL_COMPONENTS[@]}"; else printf '%s\n' "${ALL_COMPONENTS[@]:0:3}"; fi \
+    >"$CLUSTER_DIR/components"
+
+  # Credentials: a service-account signing keypair and one bearer token per client, so the
+  # audit log tells the operator's writes (admin) from the simulator's and the controllers'.
+  openssl genrsa -out "$CLUSTER_DIR/certs/sa.key" 2048 2>/dev/null || die "openssl genrsa failed"
+  openssl rsa -in "$CLUSTER_DIR/certs/sa.key" -pubout -out "$CLUSTER_DIR/certs/sa.pub" 2>/dev/null || die "openssl rsa failed"
+  APISERVER_TOKEN=$(openssl rand -hex 24)
+  local sim_token kcm_token
+  sim_token=$(openssl rand -hex 24)
+  kcm_token=$(openssl rand -hex 24)
+  {
+    echo "$APISERVER_TOKEN,admin,admin,system:masters"
+    echo "$sim_token,podset-node-sim,podset-node-sim,system:masters"
+    echo "$kcm_token,system:kube-controller-manager,system:kube-controller-manager,system:masters"
+  } >"$CLUSTER_DIR/tokens.csv"
+  chmod 600 "$CLUSTER_DIR/tokens.csv"
+  APISERVER_URL="https://127.0.0.1:$APISERVER_PORT"
+
+  cat >"$CLUSTER_DIR/audit-policy.yaml" <<'EOF'
+# Metadata-level records of writes to pods and podsets (incl. subresources such as
+# pods/status, pods/binding, podsets/status); everything else unlogged.
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete]
+  resources:
+  - group: ""
+    resources: [pods, pods/*]
+  - group: app.example.com
+    resources: [podsets, podsets/*]
+- level: None
+EOF
+
+  write_kubeconfig "$CLUSTER_DIR/kubeconfig" admin "$APISERVER_TOKEN"
+  write_kubeconfig "$CLUSTER_DIR/sim.kubeconfig" podset-node-sim "$sim_token"
+  write_kubeconfig "$CLUSTER_DIR/kcm.kubeconfig" system:kube-controller-manager "$kcm_token"
+  cat >"$CLUSTER_DIR/env" <<EOF
+CLUSTER_DIR=$CLUSTER_DIR
+KUBECONFIG=$CLUSTER_DIR/kubeconfig
+APISERVER_URL=$APISERVER_URL
+APISERVER_PORT=$APISERVER_PORT
+APISERVER_TOKEN=$APISERVER_TOKEN
+ETCD_PORT=$ETCD_PORT
+ETCD_PEER_PORT=$ETCD_PEER_PORT
+AUDIT_LOG=$LOG_DIR/audit.log
+SIM_NODE_NAME=$SIM_NODE_NAME
+EOF
+
+  log "starting etcd on 127.0.0.1:$ETCD_PORT"
+  start etcd "$ETCD" --name=default --data-dir="$CLUSTER_DIR/etcd" \
+    --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster="default=http://127.0.0.1:$ETCD_PEER_PORT" --logger=zap --log-outputs=stderr
+  wait_for etcd 20 etcd_healthy
+
+  log "starting kube-apiserver on $APISERVER_URL"
+  start kube-apiserver "$KUBE_APISERVER" \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+    --secure-port="$APISERVER_PORT" --insecure-port=0 --cert-dir="$CLUSTER_DIR/certs" \
+    --service-cluster-ip-range=10.0.0.0/24 --service-account-issuer=https://kubernetes.default.svc \
+    --service-account-key-file="$CLUSTER_DIR/certs/sa.pub" --service-account-signing-key-file="$CLUSTER_DIR/certs/sa.key" \
+    --token-auth-file="$CLUSTER_DIR/tokens.csv" --authorization-mode=RBAC --allow-privileged=true \
+    --disable-admission-plugins=ServiceAccount \
+    --audit-policy-file="$CLUSTER_DIR/audit-policy.yaml" --audit-log-path="$LOG_DIR/audit.log" \
+    --audit-log-format=json --audit-log-mode=blocking
+  wait_for kube-apiserver "$READY_TIMEOUT" readyz
+
+  log "starting kube-controller-manager (garbagecollector, namespace)"
+  start kube-controller-manager "$KUBE_CONTROLLER_MANAGER" --kubeconfig="$CLUSTER_DIR/kcm.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port=0 --port=0 --controllers=garbagecollector,namespace \
+    --leader-elect=false --use-service-account-credentials=false
+
+  if [ -n "$sim_bin" ]; then
+    log "starting the node simulator (node $SIM_NODE_NAME)"
+    start node-sim env KUBECONFIG="$CLUSTER_DIR/sim.kubeconfig" RUST_LOG="${SIM_LOG:-info}" \
+      "$sim_bin" --kubeconfig="$CLUSTER_DIR/sim.kubeconfig" --node-name="$SIM_NODE_NAME"
+    wait_for node-sim 30 node_ready
+  fi
+  # The controller-manager has no health endpoint here (ports 0): at least make sure it
+  # survived its start-up (flag parsing, first API calls).
+  alive "$(pid_of kube-controller-manager)" || {
+    tail_log kube-controller-manager 30
+    die "kube-controller-manager exited during startup"
+  }
+  trap - EXIT
+  log "up in $((SECONDS - t0))s: $APISERVER_URL"
+  log "  export KUBECONFIG=$CLUSTER_DIR/kubeconfig   (or: set -a; . $CLUSTER_DIR/env; set +a)"
+}
+
+cmd_down() {
+  if [ ! -e "$CLUSTER_DIR" ]; then
+    log "nothing to stop ($CLUSTER_DIR does not exist)"
+    return 0
+  fi
+  [ -f "$MARKER" ] || die "$CLUSTER_DIR is not a cluster state dir (no $(basename "$MARKER")); not touching it"
+  stop_all
+  rm -rf "$CLUSTER_DIR"
+  log "stopped; removed $CLUSTER_DIR"
+}
+
+cmd_status() {
+  if [ ! -f "$MARKER" ]; then
+    echo "no cluster in $CLUSTER_DIR (start one with: hack/cluster.sh up)"
+    return 1
+  fi
+  local c pid ok=0
+  for c in $(components); do
+    pid=$(pid_of "$c")
+    if [ -z "$pid" ]; then
+      printf '%-24s not running (no pid file)\n' "$c"
+      ok=1
+    elif alive "$pid"; then
+      printf '%-24s running (pid %s)\n' "$c" "$pid"
+    else
+      printf '%-24s CRASHED (pid %s is gone)\n' "$c" "$pid"
+      tail_log "$c" 20 2>&1
+      ok=1
+    fi
+  done
+  if load_env; then
+    local r
+    if r=$(readyz); then
+      printf '%-24s ok (%s, KUBECONFIG=%s)\n' "apiserver readyz" "$APISERVER_URL" "$KUBECONFIG"
+    else
+      printf '%-24s NOT ready: %s\n' "apiserver readyz" "$(echo "$r" | tail -5)"
+      ok=1
+    fi
+  else
+    echo "no $CLUSTER_DIR/env (start did not get far)"
+    ok=1
+  fi
+  return $ok
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  *)
+    echo "usage: $0 up|down|status   (state dir: CLUSTER_DIR=${CLUSTER_DIR})" >&2
+    exit 2
+    ;;
+esac

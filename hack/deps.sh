@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs what every entry point needs on a fresh Debian machine. Idempotent: a
+# no-op (no apt-get update) when everything is there.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+command -v cargo >/dev/null || die "no Rust toolchain (cargo) on PATH: install rustup from https://rustup.rs"
+apt_install curl openssl ca-certificates python3
+# kubectl for the scripts and the README walkthrough; Debian's kubernetes-client when absent.
+command -v kubectl >/dev/null || apt_install kubernetes-client

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds the default policy component (target/policy/podset.wasm) and, with
+# --fixtures, the hostile test policies (target/policy/fixtures/*.wasm).
+#
+# Uses the rustup toolchain when it has the wasm32-unknown-unknown target; otherwise
+# Debian's rustc-web, whose std source lets cargo build std for wasm32 (-Zbuild-std).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+FIXTURES=0
+[ "${1:-}" = "--fixtures" ] && FIXTURES=1
+
+TARGET=wasm32-unknown-unknown
+OUT="$ROOT/target/policy"
+# Separate from the native target dir: another compiler's artifacts would evict ours.
+export CARGO_TARGET_DIR="$ROOT/target/wasm"
+mkdir -p "$OUT/fixtures"
+
+if rustup target list --installed 2>/dev/null | grep -qx "$TARGET"; then
+  CARGO=(cargo)
+  BUILD_STD=()
+else
+  apt_install rustc-web cargo-web rust-web-src lld
+  export RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=/usr/bin/wasm-ld
+  # Debian's cargo must not pick rustup's rustc from PATH for build scripts and proc macros.
+  export PATH="/usr/bin:$PATH"
+  CARGO=(/usr/bin/cargo)
+  BUILD_STD=(-Zbuild-std=std,panic_abort)
+fi
+
+# The component wrapper comes from the host binary (wit-component), built by the native toolchain.
+HOST_BIN="${PODSET_HOST_BIN:-$ROOT/target/debug/podset-host}"
+if [ ! -x "$HOST_BIN" ] || [ -n "$(find "$ROOT/host/src" "$ROOT/wit" -newer "$HOST_BIN" -print -quit 2>/dev/null)" ]; then
+  (cd "$ROOT" && env -u RUSTC -u RUSTC_BOOTSTRAP PATH="$HOME/.cargo/bin:$PATH" cargo build -q -p podset-host --bin podset-host) \
+    || die "building podset-host (needed to make components) failed"
+fi
+
+build() { # package features output-name
+  local pkg=$1 features=$2 name=$3 core
+  (cd "$ROOT" && "${CARGO[@]}" build -q --profile wasm --target "$TARGET" "${BUILD_STD[@]}" -p "$pkg" \
+      ${features:+--features "$features"}) || die "building $pkg ${features:+($features)} for $TARGET failed"
+  core="$CARGO_TARGET_DIR/$TARGET/wasm/${pkg//-/_}.wasm"
+  "$HOST_BIN" policy componentize "$core" -o "$name" >/dev/null || die "componentize $core failed"
+}
+
+build guest-podset "" "$OUT/podset.wasm"
+log "target/policy/podset.wasm: $(stat -c %s "$OUT/podset.wasm") bytes"
+
+if [ "$FIXTURES" = 1 ]; then
+  for f in infinite-loop memory-bomb panic action-flood wrong-contract wasi-import; do
+    build policy-fixtures "$f" "$OUT/fixtures/$f.wasm"
+  done
+  # A core module that never became a component.
+  cp "$CARGO_TARGET_DIR/$TARGET/wasm/policy_fixtures.wasm" "$OUT/fixtures/core-module.wasm"
+  printf '#!/bin/sh\necho "this is not a wasm module"\n' > "$OUT/fixtures/not-wasm.wasm"
+  log "fixtures: $(cd "$OUT/fixtures" && ls | tr '\n' ' ')"
+fi

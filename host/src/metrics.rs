@@ -1,0 +1,105 @@
+//! Prometheus metrics (`/metrics`), shared by the controller, the policy sources and
+//! the Kubernetes client's write counter.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    pub verb: String,
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LoadLabels {
+    pub source: String,
+    pub result: String,
+}
+
+pub struct Metrics {
+    pub registry: Registry,
+    reconciles: Counter,
+    reconcile_failures: Family<ReasonLabels, Counter>,
+    reconcile_duration: Histogram,
+    decision_duration: Histogram,
+    policy_failures: Family<ReasonLabels, Counter>,
+    pub api_writes: Family<WriteLabels, Counter>,
+    policy_loads: Family<LoadLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("podset");
+        let m = Metrics {
+            reconciles: Counter::default(),
+            reconcile_failures: Family::default(),
+            reconcile_duration: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
+            decision_duration: Histogram::new(exponential_buckets(0.000_01, 2.0, 16)),
+            policy_failures: Family::default(),
+            api_writes: Family::default(),
+            policy_loads: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register("reconciles", "Reconciles run", m.reconciles.clone());
+        registry.register("reconcile_failures", "Reconciles failed, by error", m.reconcile_failures.clone());
+        registry.register_with_unit(
+            "reconcile_duration",
+            "Reconcile duration",
+            prometheus_client::registry::Unit::Seconds,
+            m.reconcile_duration.clone(),
+        );
+        registry.register_with_unit(
+            "policy_decision_duration",
+            "Policy decision duration (fresh instance + call)",
+            prometheus_client::registry::Unit::Seconds,
+            m.decision_duration.clone(),
+        );
+        registry.register("policy_failures", "Decisions a policy could not make, by reason", m.policy_failures.clone());
+        registry.register("api_writes", "Write requests sent to the Kubernetes API", m.api_writes.clone());
+        registry.register("policy_loads", "Policy module loads, by source and result", m.policy_loads.clone());
+        Metrics { registry, ..m }
+    }
+}
+
+impl Metrics {
+    pub fn reconciled(&self, took: Duration) {
+        self.reconciles.inc();
+        self.reconcile_duration.observe(took.as_secs_f64());
+    }
+
+    pub fn reconcile_failed(&self, reason: &str) {
+        self.reconcile_failures.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
+    }
+
+    pub fn decided(&self, took: Duration) {
+        self.decision_duration.observe(took.as_secs_f64());
+    }
+
+    pub fn policy_failure(&self, reason: &str) {
+        self.policy_failures.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
+    }
+
+    pub fn policy_loaded(&self, source: &str, ok: bool) {
+        let result = if ok { "ok" } else { "rejected" };
+        self.policy_loads.get_or_create(&LoadLabels { source: source.into(), result: result.into() }).inc();
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            out = format!("# encoding failed: {e}\n");
+        }
+        out
+    }
+}

@@ -1,0 +1,155 @@
+//! `podset-host run`: wires the client, the policy engine, the policy sources, the
+//! controller and the HTTP endpoint together, and shuts them down on SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector;
+use tokio::sync::watch;
+use tracing::{error, info};
+
+use crate::crd::PodSet;
+use crate::metrics::Metrics;
+use crate::policy::{Limits, PolicyEngine};
+use crate::reconcile::{self, Context};
+use crate::registry::Policies;
+use crate::{kube_client, sources};
+
+/// What `podset-host run` needs to know.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The default policy module; watched for changes.
+    pub policy: PathBuf,
+    /// Only this namespace, or all when `None`.
+    pub namespace: Option<String>,
+    pub concurrency: u16,
+    pub resync: Duration,
+    pub metrics_addr: SocketAddr,
+    pub limits: Limits,
+}
+
+pub async fn run(settings: Settings) -> anyhow::Result<()> {
+    let metrics = Arc::new(Metrics::default());
+    let client = kube_client::client(metrics.api_writes.clone()).await?;
+    let engine = Arc::new(PolicyEngine::new(settings.limits.clone())?);
+
+    // The default policy must load at start: an operator that cannot decide anything
+    // should say so at once, not serve failures.
+    let bytes = tokio::fs::read(&settings.policy)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading policy {}: {e}", settings.policy.display()))?;
+    let default = engine
+        .load_async(bytes)
+        .await
+        .map_err(|e| anyhow::anyhow!("loading policy {}: {e}", settings.policy.display()))?;
+    metrics.policy_loaded("file", true);
+    info!(policy = %default.label(), file = %settings.policy.display(), "default policy loaded");
+    let policies = Arc::new(Policies::with_default(default));
+
+    let (pods_api, podsets_api): (Api<Pod>, Api<PodSet>) = match &settings.namespace {
+        Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    let (pod_reader, pod_writer) = reflector::store();
+    let (podset_reader, podset_writer) = reflector::store();
+    let podset_stream = reconcile::podset_events(podsets_api, podset_writer);
+    let recorder = Recorder::new(client.clone(), Reporter { controller: "podset-host".into(), instance: None });
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        pod_reader,
+        podset_reader,
+        engine.clone(),
+        policies.clone(),
+        recorder,
+        metrics.clone(),
+        settings.resync,
+    ));
+    let observer = {
+        let ctx = ctx.clone();
+        Arc::new(move |pod: &Pod, seen| reconcile::observe(&ctx.expectations, pod, seen))
+    };
+    let pod_stream = reconcile::pod_events(pods_api, pod_writer, observer);
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let shutdown = {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+
+    // Policy sources re-queue the PodSets whose policy changed.
+    let (requeue_tx, requeue_rx) = futures::channel::mpsc::unbounded();
+    let file_watch = sources::file::watch(
+        settings.policy.clone(),
+        engine.clone(),
+        policies.clone(),
+        metrics.clone(),
+        ctx.clone(),
+        requeue_tx,
+        stop_rx.clone(),
+    );
+
+    let http = serve(settings.metrics_addr, metrics.clone(), stop_rx.clone());
+    let controller =
+        reconcile::run(ctx.clone(), podset_stream, pod_stream, requeue_rx, settings.concurrency, shutdown);
+
+    info!(namespace = settings.namespace.as_deref().unwrap_or("<all>"), "podset-host started");
+    let signal = async {
+        shutdown_signal().await;
+        info!("shutting down");
+        let _ = stop_tx.send(true);
+    };
+    let (_, http_result, _, _) = tokio::join!(controller, http, file_watch, signal);
+    http_result?;
+    info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                error!("cannot listen for SIGTERM: {e}");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// `/metrics`, `/healthz` and `/readyz` on `addr` until `stop`.
+async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+    let app = Router::new()
+        .route("/metrics", get(|State(m): State<Arc<Metrics>>| async move { m.encode() }))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }))
+        .with_state(metrics);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for metrics: {e}"))?;
+    info!(addr = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,231 @@
+//! The policy engine: loads reconcile policies (Wasm components implementing
+//! `wit/policy.wit`) and runs each decision in a fresh, bounded sandbox.
+//!
+//! Pipeline, as in wasmtime's examples: one [`Engine`] (epoch interruption on) →
+//! [`load`] checks and compiles a module once per sha256 digest → an `InstancePre`
+//! with only the `log` import linked → every call gets a new `Store` (memory cap,
+//! epoch deadline), a new instance, one typed call, and its output checked against
+//! [`Limits`]. Nothing survives between calls.
+
+pub mod bench;
+mod bindings;
+pub mod componentize;
+mod digest;
+mod error;
+mod load;
+mod output;
+mod sandbox;
+pub mod scenario;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Engine, Store, Trap};
+
+pub use bindings::{
+    Action, Condition, ConditionStatus, CreatePod, GuestError, InFlight, Input, KeyValue, Pod, PodName, PodPhase,
+    PolicyInfo, Podset, PodsetStatus, contract_version,
+};
+pub use digest::Digest;
+pub use error::Error;
+
+use bindings::{PodsetPolicy, PodsetPolicyPre};
+use sandbox::{EpochTicker, Sandbox};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The bounds every policy runs within.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Wall-clock CPU budget of one call (instantiation included).
+    pub deadline: Duration,
+    /// Linear memory one instance may grow to.
+    pub memory_bytes: usize,
+    /// Largest module accepted.
+    pub module_bytes: usize,
+    /// Most actions one decision may return.
+    pub max_actions: usize,
+    /// Longest string anywhere in a decision's output.
+    pub max_string_bytes: usize,
+    /// Policy calls running at once (each on a blocking thread).
+    pub concurrency: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            deadline: Duration::from_millis(100),
+            memory_bytes: 16 << 20,
+            module_bytes: 8 << 20,
+            max_actions: 1_000,
+            max_string_bytes: 16 << 10,
+            concurrency: 4,
+        }
+    }
+}
+
+/// Holds the wasmtime engine, the compiled policies and the limits. Cheap to share
+/// (`Arc`); one per process.
+pub struct PolicyEngine {
+    engine: Engine,
+    linker: Linker<Sandbox>,
+    limits: Limits,
+    compiled: Mutex<HashMap<Digest, Arc<Policy>>>,
+    calls: Semaphore,
+    _ticker: EpochTicker,
+}
+
+/// A loaded, checked policy: ready to instantiate.
+pub struct Policy {
+    digest: Digest,
+    info: PolicyInfo,
+    pre: PodsetPolicyPre<Sandbox>,
+    limits: Limits,
+    /// `name@version (sha256:…)`, for logs.
+    label: Arc<str>,
+}
+
+/// One decision and what it cost.
+#[derive(Debug)]
+pub struct Decision {
+    pub actions: Vec<Action>,
+    /// Instantiation plus the call.
+    pub elapsed: Duration,
+}
+
+impl PolicyEngine {
+    pub fn new(limits: Limits) -> Result<Self> {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        // Deadlines by epoch: a check on loop back-edges and function entries, far
+        // cheaper than fuel metering, and interrupts any loop.
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(|e| Error::Engine(error::chain(&e)))?;
+        let mut linker = Linker::new(&engine);
+        // The only capability a policy gets.
+        PodsetPolicy::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s)
+            .map_err(|e| Error::Engine(error::chain(&e)))?;
+        let ticker = EpochTicker::start(engine.clone()).map_err(|e| Error::Engine(format!("epoch thread: {e}")))?;
+        Ok(PolicyEngine {
+            engine,
+            linker,
+            calls: Semaphore::new(limits.concurrency.max(1)),
+            limits,
+            compiled: Mutex::new(HashMap::new()),
+            _ticker: ticker,
+        })
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Checks and compiles a module, or returns the already compiled one with the same
+    /// digest. Blocking (compilation takes milliseconds to seconds): call it off the
+    /// async executor, e.g. via [`PolicyEngine::load_async`].
+    pub fn load(&self, bytes: &[u8]) -> Result<Arc<Policy>> {
+        let digest = Digest::of(bytes);
+        if let Some(p) = self.cached(&digest) {
+            return Ok(p);
+        }
+        let policy = Arc::new(load::load(self, bytes, digest)?);
+        let mut compiled = self.compiled.lock().map_err(|_| Error::Engine("policy cache lock poisoned".into()))?;
+        Ok(compiled.entry(digest).or_insert(policy).clone())
+    }
+
+    /// [`PolicyEngine::load`] on a blocking thread.
+    pub async fn load_async(self: &Arc<Self>, bytes: Vec<u8>) -> Result<Arc<Policy>> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.load(&bytes))
+            .await
+            .map_err(|e| Error::Engine(format!("load task: {e}")))?
+    }
+
+    fn cached(&self, digest: &Digest) -> Option<Arc<Policy>> {
+        self.compiled.lock().ok()?.get(digest).cloned()
+    }
+
+    /// Runs one decision on a blocking thread, at most `concurrency` at once, so slow
+    /// policies never occupy the async executor.
+    pub async fn decide(&self, policy: Arc<Policy>, input: Input) -> Result<Decision> {
+        let _permit = self.calls.acquire().await.map_err(|_| Error::Engine("engine shut down".into()))?;
+        tokio::task::spawn_blocking(move || policy.decide(&input))
+            .await
+            .map_err(|e| Error::Engine(format!("policy task: {e}")))?
+    }
+}
+
+impl Policy {
+    pub fn digest(&self) -> &Digest {
+        &self.digest
+    }
+
+    pub fn info(&self) -> &PolicyInfo {
+        &self.info
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// One decision in a fresh instance. Blocking; bounded by the limits.
+    pub fn decide(&self, input: &Input) -> Result<Decision> {
+        let started = Instant::now();
+        let mut store = self.store();
+        let result = self
+            .pre
+            .instantiate(&mut store)
+            .and_then(|instance| instance.podset_policy_policy().call_decide(&mut store, input));
+        let elapsed = started.elapsed();
+        let actions = match result {
+            Ok(Ok(actions)) => actions,
+            Ok(Err(refused)) => return Err(Error::Refused { reason: refused.reason, message: refused.message }),
+            Err(e) => return Err(self.classify(&e, &store)),
+        };
+        output::check(&actions, &self.limits)?;
+        Ok(Decision { actions, elapsed })
+    }
+
+    /// Calls the policy's `info` export in a fresh instance.
+    fn call_info(pre: &PodsetPolicyPre<Sandbox>, limits: &Limits, label: &str) -> Result<PolicyInfo> {
+        let mut store = new_store(pre.engine(), limits, label.into());
+        pre.instantiate(&mut store)
+            .and_then(|instance| instance.podset_policy_policy().call_info(&mut store))
+            .map_err(|e| classify(&e, &store, limits))
+    }
+
+    fn store(&self) -> Store<Sandbox> {
+        new_store(self.pre.engine(), &self.limits, self.label.clone())
+    }
+
+    fn classify(&self, e: &wasmtime::Error, store: &Store<Sandbox>) -> Error {
+        classify(e, store, &self.limits)
+    }
+}
+
+fn new_store(engine: &Engine, limits: &Limits, label: Arc<str>) -> Store<Sandbox> {
+    let mut store = Store::new(engine, Sandbox::new(limits.memory_bytes, label));
+    store.limiter(|s| &mut s.memory);
+    store.epoch_deadline_trap();
+    store.set_epoch_deadline(sandbox::deadline_ticks(limits.deadline));
+    store
+}
+
+/// Turns a failed call into the error a user can act on.
+fn classify(e: &wasmtime::Error, store: &Store<Sandbox>, limits: &Limits) -> Error {
+    let state = store.data();
+    if let Some(requested) = state.memory.denied {
+        return Error::OutOfMemory { requested, limit: limits.memory_bytes };
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => Error::DeadlineExceeded(limits.deadline),
+        Some(trap) => Error::Trap(match state.last_error() {
+            Some(logged) => format!("{trap} (the policy's last error log: {logged})"),
+            None => trap.to_string(),
+        }),
+        None => Error::Trap(error::chain(e)),
+    }
+}

@@ -1,0 +1,117 @@
+//! The default policy from a file, reloaded when the file changes: in-place writes
+//! and atomic renames (`mv new.wasm podset.wasm`, what `make policy` and ConfigMap
+//! volume updates do) both count.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::channel::mpsc::UnboundedSender;
+use kube::runtime::reflector::ObjectRef;
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::{mpsc, watch as tokio_watch};
+use tracing::{error, info, warn};
+
+use super::{Ctx, requeue_matching};
+use crate::crd::PodSet;
+use crate::metrics::Metrics;
+use crate::policy::{Digest, PolicyEngine};
+use crate::registry::Policies;
+
+/// Quiet time after the last change before reloading: a build writes the file in
+/// several steps, and loading a half-written module would only produce an error.
+pub const DEBOUNCE: Duration = Duration::from_millis(200);
+
+pub async fn watch(
+    path: PathBuf,
+    engine: Arc<PolicyEngine>,
+    policies: Arc<Policies>,
+    metrics: Arc<Metrics>,
+    ctx: Ctx,
+    requeue: UnboundedSender<ObjectRef<PodSet>>,
+    mut stop: tokio_watch::Receiver<bool>,
+) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // Watch the directory, not the file: an atomic rename replaces the file's inode and
+    // a watch on the old one would go silent.
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    let file_name = path.file_name().map(|n| n.to_owned());
+    let mut watcher = match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if let Ok(ev) = res
+            && ev.paths.iter().any(|p| p.file_name() == file_name.as_deref())
+        {
+            let _ = tx.send(());
+        }
+    }) {
+        Ok(w) => w,
+        Err(e) => {
+            error!("cannot watch policy file {}: {e}; hot reload is off", path.display());
+            return;
+        }
+    };
+    if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
+        error!("cannot watch {}: {e}; hot reload is off", dir.display());
+        return;
+    }
+    info!(file = %path.display(), "watching the default policy for changes");
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            got = rx.recv() => if got.is_none() { return },
+        }
+        // Debounce: wait until the file has been quiet for DEBOUNCE.
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(DEBOUNCE) => break,
+                got = rx.recv() => if got.is_none() { return },
+            }
+        }
+        reload(&path, &engine, &policies, &metrics, &ctx, &requeue).await;
+    }
+}
+
+async fn reload(
+    path: &Path,
+    engine: &Arc<PolicyEngine>,
+    policies: &Policies,
+    metrics: &Metrics,
+    ctx: &Ctx,
+    requeue: &UnboundedSender<ObjectRef<PodSet>>,
+) {
+    let started = Instant::now();
+    let bytes = match tokio::fs::read(path).await {
+        Ok(b) => b,
+        // Mid-rename or deleted: the next event brings it back; keep serving.
+        Err(e) => {
+            warn!(file = %path.display(), "policy file unreadable ({e}); still serving the loaded policy");
+            return;
+        }
+    };
+    let current = policies.default_policy();
+    if current.as_ref().is_some_and(|p| *p.digest() == Digest::of(&bytes)) {
+        return;
+    }
+    match engine.load_async(bytes).await {
+        Ok(policy) => {
+            metrics.policy_loaded("file", true);
+            let old = policies.set_default(policy.clone());
+            let n = requeue_matching(ctx, requeue, |ps| ps.spec.policy_ref.is_none());
+            info!(
+                policy = %policy.label(),
+                replaced = old.as_ref().map(|p| p.label()).unwrap_or("none"),
+                podsets = n,
+                took = ?started.elapsed(),
+                "default policy swapped"
+            );
+        }
+        Err(e) => {
+            metrics.policy_loaded("file", false);
+            error!(
+                file = %path.display(),
+                still_serving = current.as_ref().map(|p| p.label()).unwrap_or("none"),
+                reason = e.reason(),
+                "policy update rejected: {e}"
+            );
+        }
+    }
+}

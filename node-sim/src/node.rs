@@ -1,0 +1,104 @@
+//! Registration of the simulated Node and its Ready heartbeat.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Client, Error};
+use serde_json::json;
+use tracing::{info, warn};
+
+/// Keeps the Node registered and Ready for as long as it runs. Errors are logged and retried
+/// on the next tick: the apiserver may come and go, and someone may delete the Node.
+pub async fn heartbeat(client: Client, name: String, interval: Duration) {
+    let api: Api<Node> = Api::all(client);
+    let mut registered = false;
+    loop {
+        match beat(&api, &name).await {
+            Ok(()) if !registered => {
+                info!(node = %name, "node registered and Ready");
+                registered = true;
+            }
+            Ok(()) => {}
+            Err(e) => {
+                warn!(node = %name, error = %e, "node heartbeat failed; retrying");
+                registered = false;
+            }
+        }
+        // Retry quickly until the first success so pods are not bound to a missing node for long.
+        tokio::time::sleep(if registered {
+            interval
+        } else {
+            Duration::from_secs(1)
+        })
+        .await;
+    }
+}
+
+async fn beat(api: &Api<Node>, name: &str) -> Result<(), Error> {
+    match patch_status(api, name).await {
+        Err(Error::Api(s)) if s.is_not_found() => {
+            create(api, name).await?;
+            patch_status(api, name).await
+        }
+        other => other,
+    }
+}
+
+async fn create(api: &Api<Node>, name: &str) -> Result<(), Error> {
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some(
+                [
+                    ("kubernetes.io/hostname".to_owned(), name.to_owned()),
+                    ("kubernetes.io/os".to_owned(), "linux".to_owned()),
+                    ("podset.dev/simulated".to_owned(), "true".to_owned()),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &node).await {
+        // Another simulator instance (or a restart race) created it first: fine.
+        Err(Error::Api(s)) if s.is_already_exists() => Ok(()),
+        other => other.map(drop),
+    }
+}
+
+/// The status a kubelet would post: capacity, addresses and a fresh Ready condition.
+/// A merge patch replaces the condition list wholesale, which is what we want: we own it.
+async fn patch_status(api: &Api<Node>, name: &str) -> Result<(), Error> {
+    let now = Time(Timestamp::now());
+    let condition = |type_: &str, status: &str, reason: &str| {
+        json!({
+            "type": type_, "status": status, "reason": reason,
+            "lastHeartbeatTime": now, "lastTransitionTime": now,
+        })
+    };
+    let resources =
+        json!({ "cpu": "16", "memory": "64Gi", "pods": "250", "ephemeral-storage": "100Gi" });
+    let patch = json!({
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "addresses": [
+                { "type": "InternalIP", "address": "127.0.0.1" },
+                { "type": "Hostname", "address": name },
+            ],
+            "conditions": [
+                condition("Ready", "True", "KubeletReady"),
+                condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+                condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+                condition("PIDPressure", "False", "KubeletHasSufficientPID"),
+            ],
+        }
+    });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+}

@@ -1,0 +1,330 @@
+//! The pod lifecycle: bind unscheduled pods to our node, report them Running (or Failed), and
+//! finish deletions after the (capped) grace period, as kubelet does.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Error, ResourceExt};
+use tracing::{debug, info, warn};
+
+use crate::status;
+
+pub struct Settings {
+    pub node_name: String,
+    pub ready_delay: Duration,
+    pub max_grace: Duration,
+}
+
+/// What a pod needs from us next. Derived from the pod's current state only, so a pod that
+/// already shows the result of a step is never touched again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Unscheduled: bind it to our node, then start it.
+    Bind,
+    /// Bound to our node but not yet reported Running/Failed.
+    Start,
+    /// Being deleted: wait out the grace period, then remove it.
+    Finalize,
+}
+
+fn next_step(pod: &Pod, node: &str) -> Option<Step> {
+    let spec = pod.spec.as_ref()?;
+    let on_our_node = spec.node_name.as_deref() == Some(node);
+    if pod.metadata.deletion_timestamp.is_some() {
+        // A zero grace period means the apiserver removes the pod itself as soon as no
+        // finalizers are left; deleting again would only add a write (and an event).
+        let apiserver_finishes = pod.metadata.deletion_grace_period_seconds == Some(0);
+        return (on_our_node && !apiserver_finishes).then_some(Step::Finalize);
+    }
+    match spec.node_name.as_deref() {
+        None | Some("") => Some(Step::Bind),
+        Some(_) if !on_our_node => None,
+        Some(_) if is_started(pod) => None,
+        Some(_) => Some(Step::Start),
+    }
+}
+
+fn phase(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.phase.as_deref()
+}
+
+fn is_started(pod: &Pod) -> bool {
+    matches!(phase(pod), Some("Running" | "Succeeded" | "Failed"))
+}
+
+fn is_terminated(pod: &Pod) -> bool {
+    matches!(phase(pod), Some("Succeeded" | "Failed"))
+}
+
+#[derive(Clone)]
+pub struct Simulator {
+    client: Client,
+    settings: Arc<Settings>,
+    /// Pods (by uid) that a task is working on, and on which step. Watch events for a pod
+    /// whose step is already in flight are dropped, so each pod is handled once per state.
+    in_flight: Arc<Mutex<HashMap<String, Step>>>,
+}
+
+impl Simulator {
+    pub fn new(client: Client, settings: Settings) -> Self {
+        Self {
+            client,
+            settings: Arc::new(settings),
+            in_flight: Arc::default(),
+        }
+    }
+
+    /// Watches every pod in the cluster until the process ends. The watcher re-lists and
+    /// backs off on its own after errors, so this never returns in practice.
+    pub async fn run(self) {
+        loop {
+            let pods: Api<Pod> = Api::all(self.client.clone());
+            let mut events = watcher(pods, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                        self.dispatch(pod)
+                    }
+                    Ok(watcher::Event::Delete(pod)) => self.forget(&pod),
+                    Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                    Err(e) => {
+                        warn!(error = %e, "pod watch error (the watcher retries with backoff)")
+                    }
+                }
+            }
+            warn!("pod watch ended; restarting it");
+        }
+    }
+
+    fn dispatch(&self, pod: Pod) {
+        let Some(step) = next_step(&pod, &self.settings.node_name) else {
+            return;
+        };
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
+        {
+            let mut in_flight = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match in_flight.get(&uid) {
+                // Deletion overrides a start in progress; anything else waits for the task.
+                Some(Step::Finalize) => return,
+                Some(_) if step != Step::Finalize => return,
+                _ => {}
+            }
+            in_flight.insert(uid.clone(), step);
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+            let result = match step {
+                Step::Bind => this.bind_and_start(&pod).await,
+                Step::Start => this.start(&pod).await,
+                Step::Finalize => this.finalize(&pod).await,
+            };
+            if let Err(e) = result {
+                warn!(pod = %format!("{ns}/{name}"), ?step, error = %e, "step failed; will retry on the next event");
+            }
+            let mut in_flight = this
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if in_flight.get(&uid) == Some(&step) {
+                in_flight.remove(&uid);
+            }
+        });
+    }
+
+    fn forget(&self, pod: &Pod) {
+        if let Some(uid) = &pod.metadata.uid {
+            self.in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(uid);
+        }
+    }
+
+    fn api(&self, pod: &Pod) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default())
+    }
+
+    /// Binds then starts in one task: the bind's own watch event arrives while this task still
+    /// holds the pod, so a separate Start would otherwise be dropped.
+    async fn bind_and_start(&self, pod: &Pod) -> Result<(), Error> {
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: pod.metadata.name.clone(),
+                namespace: pod.metadata.namespace.clone(),
+                uid: pod.metadata.uid.clone(),
+                ..Default::default()
+            },
+            target: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(self.settings.node_name.clone()),
+                ..Default::default()
+            },
+        };
+        let (api, name, pp) = (self.api(pod), pod.name_any(), PostParams::default());
+        let created = retry(|| {
+            api.create_subresource::<_, serde_json::Value>("binding", &name, &pp, &binding)
+        })
+        .await;
+        match created {
+            Ok(_) => debug!(pod = %pod.name_any(), node = %self.settings.node_name, "bound"),
+            // 409: someone else bound it meanwhile; its next event tells us whether it is ours.
+            Err(Error::Api(s)) if s.is_conflict() || s.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        self.start(pod).await
+    }
+
+    async fn start(&self, pod: &Pod) -> Result<(), Error> {
+        tokio::time::sleep(self.settings.ready_delay).await;
+        let failed = status::wants_failure(pod);
+        let patch = status::patch(pod, failed);
+        let (api, name, pp) = (self.api(pod), pod.name_any(), PatchParams::default());
+        let patch = Patch::Merge(&patch);
+        match retry(|| api.patch_status(&name, &pp, &patch)).await {
+            Ok(_) => {
+                info!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
+                      phase = if failed { "Failed" } else { "Running" }, "pod status set");
+                Ok(())
+            }
+            // Gone, or the name now belongs to another pod (uid precondition): nothing to do.
+            Err(Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.is_invalid() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn finalize(&self, pod: &Pod) -> Result<(), Error> {
+        // Terminated pods have nothing left to stop; running ones get their grace period, capped.
+        if !is_terminated(pod) {
+            let grace = pod
+                .metadata
+                .deletion_grace_period_seconds
+                .and_then(|s| u64::try_from(s).ok())
+                .map_or(Duration::ZERO, Duration::from_secs);
+            tokio::time::sleep(grace.min(self.settings.max_grace)).await;
+        }
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: pod.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        let (api, name) = (self.api(pod), pod.name_any());
+        match retry(|| api.delete(&name, &params)).await {
+            Ok(_) => {
+                info!(pod = %format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()), "pod deletion finished");
+                Ok(())
+            }
+            // Already gone, or replaced by a new pod of the same name (uid precondition).
+            Err(Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Retries transient failures (connection errors, 5xx, 429) a few times with a short backoff,
+/// because a failed step is otherwise only retried on the pod's next watch event.
+async fn retry<T, F, Fut>(mut op: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Error>>,
+{
+    let mut delay = Duration::from_millis(200);
+    for _ in 0..4 {
+        match op().await {
+            Err(Error::Api(s)) if s.code < 500 && s.code != 429 => return Err(Error::Api(s)),
+            Err(e) => {
+                debug!(error = %e, ?delay, "transient error; retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            ok => return ok,
+        }
+    }
+    op().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn pod(node: Option<&str>, phase: Option<&str>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                uid: Some("u".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: node.map(Into::into),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: phase.map(Into::into),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn deleting(mut p: Pod, grace: i64, finalizers: &[&str]) -> Pod {
+        p.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        p.metadata.deletion_grace_period_seconds = Some(grace);
+        p.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
+        p
+    }
+
+    #[test]
+    fn steps_follow_the_pod_state() {
+        let n = "sim-node";
+        assert_eq!(next_step(&pod(None, Some("Pending")), n), Some(Step::Bind));
+        assert_eq!(next_step(&pod(Some(""), None), n), Some(Step::Bind));
+        assert_eq!(
+            next_step(&pod(Some(n), Some("Pending")), n),
+            Some(Step::Start)
+        );
+        assert_eq!(next_step(&pod(Some(n), Some("Running")), n), None);
+        assert_eq!(next_step(&pod(Some(n), Some("Failed")), n), None);
+        assert_eq!(next_step(&pod(Some("other"), Some("Pending")), n), None);
+        assert_eq!(
+            next_step(&deleting(pod(Some(n), Some("Running")), 30, &[]), n),
+            Some(Step::Finalize)
+        );
+        assert_eq!(
+            next_step(&deleting(pod(Some(n), Some("Running")), 0, &["x"]), n),
+            None
+        );
+        assert_eq!(
+            next_step(&deleting(pod(Some(n), Some("Failed")), 0, &[]), n),
+            None
+        );
+        assert_eq!(
+            next_step(&deleting(pod(Some("other"), Some("Running")), 30, &[]), n),
+            None
+        );
+    }
+
+    #[test]
+    fn missing_spec_is_ignored() {
+        let mut p = pod(None, None);
+        p.spec = None;
+        assert_eq!(next_step(&p, "sim-node"), None);
+    }
+}
