@@ -18,6 +18,7 @@
 # After `up`, $CLUSTER_DIR/env holds KUBECONFIG, APISERVER_URL, APISERVER_PORT, ETCD_PORT, ...
 # and the apiserver's audit log (writes to pods and podsets) is $CLUSTER_DIR/logs/audit.log.
 set -euo pipefail
+# shellcheck source=hack/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 CLUSTER_DIR="${CLUSTER_DIR:-$ROOT/.cluster}"
@@ -69,11 +70,20 @@ readyz() { # prints the apiserver's answer; succeeds only on "ok"
   [ "$out" = ok ]
 }
 
-healthy() {
-  load_env || return 1
+all_alive() {
   local c
   for c in $(components); do alive "$(pid_of "$c")" || return 1; done
-  readyz >/dev/null
+}
+
+# healthy [GRACE]: every component alive and /readyz ok. With every process alive, a failing
+# /readyz gets GRACE seconds to recover (a loaded machine, an etcd hiccup) before we give up.
+healthy() {
+  local deadline=$((SECONDS + ${1:-0}))
+  load_env && all_alive || return 1
+  until readyz >/dev/null; do
+    ((SECONDS < deadline)) && all_alive || return 1
+    sleep 0.5
+  done
 }
 
 # stop NAME: TERM, up to 10 s grace, then KILL. Only the recorded pid, and only if it is ours.
@@ -187,9 +197,17 @@ node_ready() {
 
 etcd_healthy() { curl -s --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
 
+on_failed_up() {
+  local rc=$?
+  if [ "$rc" -ne 0 ]; then
+    log "up failed; stopping what was started (logs in $LOG_DIR)"
+    stop_all
+  fi
+}
+
 cmd_up() {
   if [ -f "$MARKER" ]; then
-    if healthy; then
+    if healthy 15; then
       log "already up: $APISERVER_URL (KUBECONFIG=$CLUSTER_DIR/kubeconfig)"
       return 0
     fi
@@ -221,8 +239,9 @@ cmd_up() {
       KUBE_CONTROLLER_MANAGER=*) KUBE_CONTROLLER_MANAGER=${line#*=} ;;
     esac
   done < <("$ROOT/hack/k8s-binaries.sh" || echo FAILED)
-  [ -n "${ETCD:-}" ] && [ -n "${KUBE_APISERVER:-}" ] && [ -n "${KUBE_CONTROLLER_MANAGER:-}" ] ||
+  if [ -z "${ETCD:-}" ] || [ -z "${KUBE_APISERVER:-}" ] || [ -z "${KUBE_CONTROLLER_MANAGER:-}" ]; then
     die "hack/k8s-binaries.sh did not provide etcd, kube-apiserver and kube-controller-manager"
+  fi
 
   local sim_bin=""
   if [ "${SIM_NODE:-1}" != 0 ]; then
@@ -243,7 +262,7 @@ cmd_up() {
   APISERVER_PORT=${CLUSTER_APISERVER_PORT:-${picked[2]}}
   for var in ETCD_PORT ETCD_PEER_PORT APISERVER_PORT; do
     p=${!var}
-    [[ "$p" =~ ^[0-9]+$ ]] && ((p > 0 && p < 65536)) || die "$var=$p is not a port number"
+    if ! [[ "$p" =~ ^[0-9]+$ ]] || ((p < 1 || p > 65535)); then die "$var=$p is not a port number"; fi
     if port_in_use "$p"; then
       die "port $p (for $var) is already in use on this machine: $(ss -Hltnp "( sport = :$p )" | tr -s ' ' | head -1)"
     fi
@@ -253,7 +272,7 @@ cmd_up() {
   chmod 700 "$CLUSTER_DIR"
   touch "$MARKER"
   # From here on, a failure stops whatever was started: no orphans, logs stay for inspection.
-  trap 'rc=$?; if [ $rc -ne 0 ]; then log "up failed; stopping what was started (logs in $LOG_DIR)"; stop_all; fi' EXIT
+  trap on_failed_up EXIT
 
   if [ "${SIM_NODE:-1}" != 0 ]; then printf '%s\n' "${ALL_COMPONENTS[@]}"; else printf '%s\n' "${ALL_COMPONENTS[@]:0:3}"; fi \
     >"$CLUSTER_DIR/components"

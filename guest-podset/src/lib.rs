@@ -45,13 +45,21 @@ impl Guest for PodSetPolicy {
         if !actions.is_empty() {
             log(
                 Level::Debug,
-                &format!("{}/{}: {} action(s)", input.podset.namespace, input.podset.name, actions.len()),
+                &format!(
+                    "{}/{}: {} action(s)",
+                    input.podset.namespace,
+                    input.podset.name,
+                    actions.len()
+                ),
             );
         }
         Ok(actions)
     }
 }
 
+// Only the wasm32 build exports: component export names (`podset:policy/policy@…`)
+// are not valid symbols for a native shared library, and native builds are for tests.
+#[cfg(target_arch = "wasm32")]
 export!(PodSetPolicy);
 
 #[cfg(test)]

@@ -15,7 +15,9 @@ pub struct Policies {
 
 impl Policies {
     pub fn with_default(policy: Arc<Policy>) -> Self {
-        Policies { default: RwLock::new(Some(policy)) }
+        Policies {
+            default: RwLock::new(Some(policy)),
+        }
     }
 
     /// Replaces the default policy; returns the one it replaced.
@@ -25,7 +27,10 @@ impl Policies {
     }
 
     pub fn default_policy(&self) -> Option<Arc<Policy>> {
-        self.default.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.default
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The policy that decides for `podset`, or why there is none.
@@ -33,6 +38,7 @@ impl Policies {
         if let Some(r) = &podset.spec.policy_ref {
             return Err(format!("ReconcilePolicy {:?} is not loaded", r.name));
         }
-        self.default_policy().ok_or_else(|| "the operator has no default policy loaded".to_string())
+        self.default_policy()
+            .ok_or_else(|| "the operator has no default policy loaded".to_string())
     }
 }

@@ -19,8 +19,13 @@ pub enum Error {
     #[error("invalid component: {0}")]
     Invalid(String),
 
-    #[error("the policy imports {imports:?}, outside the allowlist {allowed:?}: policies get no capability but logging")]
-    ForbiddenImports { imports: Vec<String>, allowed: Vec<String> },
+    #[error(
+        "the policy imports {imports:?}, outside the allowlist {allowed:?}: policies get no capability but logging"
+    )]
+    ForbiddenImports {
+        imports: Vec<String>,
+        allowed: Vec<String>,
+    },
 
     #[error("incompatible policy: {0}")]
     Incompatible(String),

@@ -28,7 +28,17 @@ pub(crate) struct Sandbox {
 
 impl Sandbox {
     pub(crate) fn new(memory_limit: usize, policy: Arc<str>) -> Self {
-        Sandbox { memory: MemoryCap { limit: memory_limit, denied: None }, log: CallLog { policy, lines: 0, last_error: None } }
+        Sandbox {
+            memory: MemoryCap {
+                limit: memory_limit,
+                denied: None,
+            },
+            log: CallLog {
+                policy,
+                lines: 0,
+                last_error: None,
+            },
+        }
     }
 
     /// The last error the policy logged (e.g. its panic message), to explain a trap.
@@ -46,7 +56,12 @@ pub(crate) struct MemoryCap {
 }
 
 impl ResourceLimiter for MemoryCap {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.limit {
             self.denied = Some(desired);
             return Ok(false);
@@ -54,7 +69,12 @@ impl ResourceLimiter for MemoryCap {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         // Tables hold function references; a policy needs a few hundred at most.
         Ok(desired <= 100_000)
     }
@@ -110,13 +130,18 @@ impl EpochTicker {
     pub(crate) fn start(engine: Engine) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let thread = std::thread::Builder::new().name("policy-epoch".into()).spawn(move || {
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(EPOCH_TICK);
-                engine.increment_epoch();
-            }
-        })?;
-        Ok(EpochTicker { stop, thread: Some(thread) })
+        let thread = std::thread::Builder::new()
+            .name("policy-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })?;
+        Ok(EpochTicker {
+            stop,
+            thread: Some(thread),
+        })
     }
 }
 

@@ -42,24 +42,45 @@ async fn create_pod(ctx: &Context, podset: &PodSet, action: &CreatePod) -> Resul
     let ns = podset.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let key = owner_key(podset);
-    match api.create(&PostParams::default(), &pods::build(podset, action)).await {
+    match api
+        .create(&PostParams::default(), &pods::build(podset, action))
+        .await
+    {
         Ok(pod) => {
             let name = pod.name_any();
             // The watch may have delivered the pod already; then nothing is in flight.
             if ctx.pods.get(&ObjectRef::new(&name).within(&ns)).is_none() {
                 ctx.expectations.expect_creation(&key, &name);
             }
-            ctx.event(podset, EventType::Normal, "SuccessfulCreate", "Create", format!("Created pod: {name}")).await;
+            ctx.event(
+                podset,
+                EventType::Normal,
+                "SuccessfulCreate",
+                "Create",
+                format!("Created pod: {name}"),
+            )
+            .await;
             Ok(())
         }
         Err(e) => {
-            ctx.event(podset, EventType::Warning, "FailedCreate", "Create", format!("Error creating pod: {e}")).await;
+            ctx.event(
+                podset,
+                EventType::Warning,
+                "FailedCreate",
+                "Create",
+                format!("Error creating pod: {e}"),
+            )
+            .await;
             Err(e.into())
         }
     }
 }
 
-pub async fn delete_pods(ctx: &Context, podset: &PodSet, deletes: &[(String, String)]) -> Result<()> {
+pub async fn delete_pods(
+    ctx: &Context,
+    podset: &PodSet,
+    deletes: &[(String, String)],
+) -> Result<()> {
     let ns = podset.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let key = owner_key(podset);
@@ -70,21 +91,36 @@ pub async fn delete_pods(ctx: &Context, podset: &PodSet, deletes: &[(String, Str
             // The UID precondition: if the pod was replaced by a namesake since the
             // policy decided, the namesake is left alone.
             let dp = DeleteParams {
-                preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: None,
+                }),
                 ..DeleteParams::default()
             };
             match api.delete(name, &dp).await {
                 Ok(_) => {
                     ctx.expectations.expect_deletion(&key, name);
-                    ctx.event(podset, EventType::Normal, "SuccessfulDelete", "Delete", format!("Deleted pod: {name}"))
-                        .await;
+                    ctx.event(
+                        podset,
+                        EventType::Normal,
+                        "SuccessfulDelete",
+                        "Delete",
+                        format!("Deleted pod: {name}"),
+                    )
+                    .await;
                     Ok(())
                 }
                 // Already gone, or no longer the pod the policy chose.
                 Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
                 Err(e) => {
-                    ctx.event(podset, EventType::Warning, "FailedDelete", "Delete", format!("Error deleting pod {name}: {e}"))
-                        .await;
+                    ctx.event(
+                        podset,
+                        EventType::Warning,
+                        "FailedDelete",
+                        "Delete",
+                        format!("Error deleting pod {name}: {e}"),
+                    )
+                    .await;
                     Err(Error::from(e))
                 }
             }
@@ -157,13 +193,20 @@ pub async fn write_status(ctx: &Context, podset: &PodSet, next: PodSetStatus) ->
     if current == next {
         return Ok(false);
     }
-    let api: Api<PodSet> = Api::namespaced(ctx.client.clone(), &podset.namespace().unwrap_or_default());
-    let mut body = serde_json::to_value(&next).map_err(|e| Error::Internal(format!("serializing status: {e}")))?;
+    let api: Api<PodSet> =
+        Api::namespaced(ctx.client.clone(), &podset.namespace().unwrap_or_default());
+    let mut body = serde_json::to_value(&next)
+        .map_err(|e| Error::Internal(format!("serializing status: {e}")))?;
     // A merge patch leaves out fields untouched; conditions must be replaced even when
     // the list became empty.
     body["conditions"] = serde_json::to_value(&next.conditions).unwrap_or_default();
     let patch = serde_json::json!({ "status": body });
-    api.patch_status(&podset.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    api.patch_status(
+        &podset.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
     Ok(true)
 }
 
@@ -173,7 +216,13 @@ pub fn owner_key(podset: &PodSet) -> OwnerKey {
 
 /// Makes an Event about `podset`.
 pub fn event(reason: &str, action: &str, note: String, type_: EventType) -> Event {
-    Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None }
+    Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: action.into(),
+        secondary: None,
+    }
 }
 
 pub fn reference(podset: &PodSet) -> k8s_openapi::api::core::v1::ObjectReference {
@@ -206,26 +255,83 @@ mod tests {
 
     #[test]
     fn transition_time_moves_only_when_status_changes() {
-        let mut ps = PodSet::new("web", PodSetSpec { replicas: 1, template: None, policy_ref: None });
+        let mut ps = PodSet::new(
+            "web",
+            PodSetSpec {
+                replicas: 1,
+                template: None,
+                policy_ref: None,
+            },
+        );
         ps.metadata.generation = Some(1);
-        let first = next_status(&ps, Some(&policy_status(ConditionStatus::False)), None, None, &at(100));
+        let first = next_status(
+            &ps,
+            Some(&policy_status(ConditionStatus::False)),
+            None,
+            None,
+            &at(100),
+        );
         ps.status = Some(first);
-        let same = next_status(&ps, Some(&policy_status(ConditionStatus::False)), None, None, &at(200));
+        let same = next_status(
+            &ps,
+            Some(&policy_status(ConditionStatus::False)),
+            None,
+            None,
+            &at(200),
+        );
         assert_eq!(same.conditions[0].last_transition_time, at(100));
-        let flipped = next_status(&ps, Some(&policy_status(ConditionStatus::True)), None, None, &at(300));
+        let flipped = next_status(
+            &ps,
+            Some(&policy_status(ConditionStatus::True)),
+            None,
+            None,
+            &at(300),
+        );
         assert_eq!(flipped.conditions[0].last_transition_time, at(300));
     }
 
     #[test]
     fn policy_failed_is_set_kept_and_cleared() {
-        let mut ps = PodSet::new("web", PodSetSpec { replicas: 1, template: None, policy_ref: None });
-        ps.status = Some(next_status(&ps, Some(&policy_status(ConditionStatus::True)), None, Some("sha256:a".into()), &at(1)));
-        let failed = next_status(&ps, None, Some(("DeadlineExceeded", "too slow")), None, &at(2));
-        assert_eq!(failed.conditions.len(), 2, "the policy's own conditions stay while it fails");
-        assert_eq!(failed.pod_names, vec!["web-a".to_string()], "pods and status are left as they were");
+        let mut ps = PodSet::new(
+            "web",
+            PodSetSpec {
+                replicas: 1,
+                template: None,
+                policy_ref: None,
+            },
+        );
+        ps.status = Some(next_status(
+            &ps,
+            Some(&policy_status(ConditionStatus::True)),
+            None,
+            Some("sha256:a".into()),
+            &at(1),
+        ));
+        let failed = next_status(
+            &ps,
+            None,
+            Some(("DeadlineExceeded", "too slow")),
+            None,
+            &at(2),
+        );
+        assert_eq!(
+            failed.conditions.len(),
+            2,
+            "the policy's own conditions stay while it fails"
+        );
+        assert_eq!(
+            failed.pod_names,
+            vec!["web-a".to_string()],
+            "pods and status are left as they were"
+        );
         assert_eq!(failed.policy_digest.as_deref(), Some("sha256:a"));
         ps.status = Some(failed);
         let recovered = next_status(&ps, None, None, None, &at(3));
-        assert!(recovered.conditions.iter().all(|c| c.type_ != POLICY_FAILED));
+        assert!(
+            recovered
+                .conditions
+                .iter()
+                .all(|c| c.type_ != POLICY_FAILED)
+        );
     }
 }

@@ -81,9 +81,20 @@ impl Context {
     }
 
     /// Publishes an Event on `podset`; a failure to publish is logged, never fatal.
-    pub async fn event(&self, podset: &PodSet, type_: EventType, reason: &str, action: &str, note: String) {
+    pub async fn event(
+        &self,
+        podset: &PodSet,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let ev = execute::event(reason, action, note, type_);
-        if let Err(e) = self.recorder.publish(&ev, &execute::reference(podset)).await {
+        if let Err(e) = self
+            .recorder
+            .publish(&ev, &execute::reference(podset))
+            .await
+        {
             warn!(podset = %podset.name_any(), "cannot publish event {reason}: {e}");
         }
     }
@@ -92,14 +103,25 @@ impl Context {
     fn owned_pods(&self, podset: &PodSet) -> Vec<Arc<Pod>> {
         let uid = podset.uid().unwrap_or_default();
         let ns = podset.namespace();
-        self.pods.state().into_iter().filter(|p| p.namespace() == ns && pods::controlled_by(p, &uid)).collect()
+        self.pods
+            .state()
+            .into_iter()
+            .filter(|p| p.namespace() == ns && pods::controlled_by(p, &uid))
+            .collect()
     }
 
     /// Reports a PodSet its policy could not decide for: Warning Event, PolicyFailed
     /// condition, metric. Its pods are left exactly as they are.
     async fn report_failure(&self, podset: &PodSet, reason: &str, message: &str) {
         self.metrics.policy_failure(reason);
-        self.event(podset, EventType::Warning, "PolicyFailed", "Reconcile", format!("{reason}: {message}")).await;
+        self.event(
+            podset,
+            EventType::Warning,
+            "PolicyFailed",
+            "Reconcile",
+            format!("{reason}: {message}"),
+        )
+        .await;
         let next = execute::next_status(podset, None, Some((reason, message)), None, &now());
         if let Err(e) = execute::write_status(self, podset, next).await {
             warn!(podset = %podset.name_any(), "cannot write PolicyFailed condition: {e}");
@@ -147,7 +169,10 @@ async fn reconcile_inner(podset: &PodSet, ctx: &Context) -> Result<Action> {
     let owned = ctx.owned_pods(podset);
     let owned: Vec<&Pod> = owned.iter().map(Arc::as_ref).collect();
     let in_flight = ctx.expectations.in_flight(&key, |name| {
-        match owned.iter().find(|p| p.metadata.name.as_deref() == Some(name)) {
+        match owned
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+        {
             Some(p) if p.metadata.deletion_timestamp.is_some() => Seen::Terminating,
             Some(_) => Seen::Present,
             None => Seen::Absent,
@@ -158,8 +183,12 @@ async fn reconcile_inner(podset: &PodSet, ctx: &Context) -> Result<Action> {
     let decision = match ctx.engine.decide(policy.clone(), input).await {
         Ok(d) => d,
         Err(source) => {
-            ctx.report_failure(podset, source.reason(), &source.to_string()).await;
-            return Err(Error::Policy { policy: policy.label().to_string(), source });
+            ctx.report_failure(podset, source.reason(), &source.to_string())
+                .await;
+            return Err(Error::Policy {
+                policy: policy.label().to_string(),
+                source,
+            });
         }
     };
     ctx.metrics.decided(decision.elapsed);
@@ -167,13 +196,22 @@ async fn reconcile_inner(podset: &PodSet, ctx: &Context) -> Result<Action> {
         Ok(c) => c,
         Err(reason) => {
             ctx.report_failure(podset, "InvalidDecision", &reason).await;
-            return Err(Error::Rejected { policy: policy.label().to_string(), reason });
+            return Err(Error::Rejected {
+                policy: policy.label().to_string(),
+                reason,
+            });
         }
     };
 
     execute::create_pods(ctx, podset, &checked.creates).await?;
     execute::delete_pods(ctx, podset, &checked.deletes).await?;
-    let next = execute::next_status(podset, checked.status.as_ref(), None, Some(policy.digest().to_string()), &now());
+    let next = execute::next_status(
+        podset,
+        checked.status.as_ref(),
+        None,
+        Some(policy.digest().to_string()),
+        &now(),
+    );
     execute::write_status(ctx, podset, next).await?;
     Ok(Action::requeue(checked.requeue.unwrap_or(ctx.resync)))
 }
@@ -186,7 +224,9 @@ pub fn error_policy(podset: Arc<PodSet>, error: &Error, ctx: Arc<Context>) -> Ac
         *n = n.saturating_add(1);
         *n
     });
-    let delay = BACKOFF_BASE.saturating_mul(1u32 << attempts.saturating_sub(1).min(16)).min(BACKOFF_MAX);
+    let delay = BACKOFF_BASE
+        .saturating_mul(1u32 << attempts.saturating_sub(1).min(16))
+        .min(BACKOFF_MAX);
     warn!(podset = %format!("{}/{}", podset.namespace().unwrap_or_default(), podset.name_any()), attempts, retry_in = ?delay, "reconcile failed: {error}");
     Action::requeue(delay)
 }
@@ -203,7 +243,11 @@ pub fn pod_events(
         .reflect(writer)
         .inspect_ok(move |ev| match ev {
             watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
-                let seen = if p.metadata.deletion_timestamp.is_some() { Seen::Terminating } else { Seen::Present };
+                let seen = if p.metadata.deletion_timestamp.is_some() {
+                    Seen::Terminating
+                } else {
+                    Seen::Present
+                };
                 ctx_expectations(p, seen);
             }
             watcher::Event::Delete(p) => ctx_expectations(p, Seen::Absent),
@@ -214,7 +258,11 @@ pub fn pod_events(
 
 /// Settles the expectation for `pod` if its controller is a PodSet.
 pub fn observe(expectations: &Expectations, pod: &Pod, seen: Seen) {
-    let Some(owner) = pod.owner_references().iter().find(|r| r.controller == Some(true) && r.kind == "PodSet") else {
+    let Some(owner) = pod
+        .owner_references()
+        .iter()
+        .find(|r| r.controller == Some(true) && r.kind == "PodSet")
+    else {
         return;
     };
     let key = (pod.namespace().unwrap_or_default(), owner.name.clone());

@@ -1,0 +1,222 @@
+//! The sandbox against real compiled policies: the default one and every hostile
+//! fixture, all in one process, with a good policy answering throughout.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use podset_host::policy::{
+    Action, Error, InFlight, Input, Limits, Podset, PodsetStatus, PolicyEngine,
+};
+
+fn input(replicas: i32) -> Input {
+    Input {
+        podset: Podset {
+            name: "web".into(),
+            namespace: "default".into(),
+            uid: "uid-web".into(),
+            generation: 1,
+            labels: Vec::new(),
+            replicas,
+            status: PodsetStatus {
+                pod_names: Vec::new(),
+                available_replicas: 0,
+                observed_generation: 0,
+                conditions: Vec::new(),
+            },
+        },
+        pods: Vec::new(),
+        in_flight: InFlight {
+            creations: 0,
+            deletions: Vec::new(),
+        },
+        now: 0,
+    }
+}
+
+fn engine() -> Arc<PolicyEngine> {
+    Arc::new(PolicyEngine::new(Limits::default()).expect("engine"))
+}
+
+#[test]
+fn the_default_policy_loads_and_decides() {
+    let engine = engine();
+    let policy = engine
+        .load(&common::read_policy("podset.wasm"))
+        .expect("default policy loads");
+    assert_eq!(policy.info().name, "guest-podset");
+    assert_eq!(
+        policy.info().contract,
+        podset_host::policy::contract_version()
+    );
+    let decision = policy.decide(&input(3)).expect("decides");
+    let creates = decision
+        .actions
+        .iter()
+        .filter(|a| matches!(a, Action::CreatePod(_)))
+        .count();
+    assert_eq!(creates, 3);
+    // The same bytes are compiled once.
+    let again = engine
+        .load(&common::read_policy("podset.wasm"))
+        .expect("cached");
+    assert!(Arc::ptr_eq(&policy, &again));
+}
+
+#[test]
+fn modules_that_must_not_load_are_rejected_with_their_own_error() {
+    let engine = engine();
+    let load = |name: &str| engine.load(&common::read_policy(&format!("fixtures/{name}.wasm")));
+    assert!(matches!(load("not-wasm"), Err(Error::NotWasm { .. })));
+    assert!(matches!(load("core-module"), Err(Error::CoreModule)));
+    match load("wasi-import") {
+        Err(Error::ForbiddenImports { imports, .. }) => {
+            assert_eq!(imports, vec!["wasi:random/random@0.2.0"])
+        }
+        other => panic!(
+            "expected ForbiddenImports, got {:?}",
+            other.map(|p| p.label().to_string())
+        ),
+    }
+    match load("wrong-contract") {
+        Err(Error::Incompatible(msg)) => assert!(msg.contains("9.0.0"), "{msg}"),
+        other => panic!(
+            "expected Incompatible, got {:?}",
+            other.map(|p| p.label().to_string())
+        ),
+    }
+    let tiny = PolicyEngine::new(Limits {
+        module_bytes: 1024,
+        ..Limits::default()
+    })
+    .expect("engine");
+    assert!(matches!(
+        tiny.load(&common::read_policy("podset.wasm")),
+        Err(Error::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn hostile_policies_are_contained_while_a_good_one_keeps_answering() {
+    let engine = engine();
+    let good = engine
+        .load(&common::read_policy("podset.wasm"))
+        .expect("good policy");
+    let limits = engine.limits().clone();
+
+    // A good policy answering in a loop on another thread the whole time.
+    let stop = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let worker = {
+        let (stop, answered, good) = (stop.clone(), answered.clone(), good.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                good.decide(&input(2))
+                    .expect("the good policy keeps deciding");
+                answered.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+
+    let run = |name: &str| {
+        let policy = engine
+            .load(&common::read_policy(&format!("fixtures/{name}.wasm")))
+            .expect("fixture loads");
+        let started = Instant::now();
+        let result = policy.decide(&input(2));
+        (result, started.elapsed())
+    };
+
+    let (r, took) = run("infinite-loop");
+    assert!(matches!(r, Err(Error::DeadlineExceeded(_))), "{r:?}");
+    assert!(
+        took < limits.deadline + Duration::from_millis(200),
+        "stopped after {took:?}"
+    );
+
+    let (r, took) = run("memory-bomb");
+    match r {
+        Err(Error::OutOfMemory { requested, limit }) => {
+            assert!(requested > limit && limit == limits.memory_bytes)
+        }
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    assert!(
+        took < limits.deadline + Duration::from_millis(200),
+        "{took:?}"
+    );
+
+    let (r, _) = run("panic");
+    match r {
+        Err(Error::Trap(msg)) => assert!(
+            msg.contains("out of this policy's range"),
+            "the panic message is reported: {msg}"
+        ),
+        other => panic!("expected Trap, got {other:?}"),
+    }
+
+    let (r, _) = run("action-flood");
+    match r {
+        Err(Error::InvalidOutput(msg)) => assert!(msg.contains("100000 actions"), "{msg}"),
+        other => panic!("expected InvalidOutput, got {other:?}"),
+    }
+
+    let before = answered.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, Ordering::Relaxed);
+    worker.join().expect("good policy thread");
+    assert!(
+        before > 0,
+        "the good policy answered while the hostile ones ran"
+    );
+    // And the host is still fine: the good policy decides on this thread too.
+    assert!(good.decide(&input(1)).is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_calls_run_off_the_executor_and_stay_bounded() {
+    let engine = engine();
+    let looping = engine
+        .load_async(common::read_policy("fixtures/infinite-loop.wasm"))
+        .await
+        .expect("fixture loads");
+    let good = engine
+        .load_async(common::read_policy("podset.wasm"))
+        .await
+        .expect("good policy");
+    // More looping calls than the engine runs at once: they queue, each stops at its
+    // deadline, and a timer on the executor keeps ticking meanwhile.
+    let n = engine.limits().concurrency * 2;
+    let started = Instant::now();
+    let hostile: Vec<_> = (0..n)
+        .map(|_| {
+            let (engine, p) = (engine.clone(), looping.clone());
+            tokio::spawn(async move { engine.decide(p, input(1)).await })
+        })
+        .collect();
+    let ticker = tokio::spawn(async {
+        let t = Instant::now();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        t.elapsed()
+    });
+    let slept = ticker.await.expect("ticker");
+    assert!(
+        slept < Duration::from_millis(150),
+        "the executor was blocked: a 20 ms sleep took {slept:?}"
+    );
+    for h in hostile {
+        assert!(matches!(
+            h.await.expect("join"),
+            Err(Error::DeadlineExceeded(_))
+        ));
+    }
+    let good_result = engine.decide(good, input(1)).await;
+    assert!(good_result.is_ok(), "{good_result:?}");
+    // n calls at `concurrency` at a time: about two deadlines, not n.
+    assert!(
+        started.elapsed() < engine.limits().deadline * (n as u32),
+        "calls ran in parallel"
+    );
+}
