@@ -344,6 +344,17 @@ EOF
     --audit-log-format=json --audit-log-mode=blocking
   wait_for kube-apiserver "$READY_TIMEOUT" readyz
 
+  # The project's CRDs go in before the garbage collector starts: it discovers
+  # resource types every 30 s, so a PodSet type installed later would leave deleted
+  # PodSets' pods alive for up to a minute.
+  if [ -f "$ROOT/manifests/crd.yaml" ] && [ "${CLUSTER_CRDS:-1}" != 0 ]; then
+    log "installing manifests/crd.yaml"
+    KUBECONFIG="$CLUSTER_DIR/kubeconfig" kubectl apply --server-side --force-conflicts -f "$ROOT/manifests/crd.yaml" >/dev/null \
+      || die "installing manifests/crd.yaml failed"
+    KUBECONFIG="$CLUSTER_DIR/kubeconfig" kubectl wait --for condition=established --timeout=30s -f "$ROOT/manifests/crd.yaml" >/dev/null \
+      || die "the CRDs of manifests/crd.yaml did not become Established"
+  fi
+
   log "starting kube-controller-manager (garbagecollector, namespace)"
   start kube-controller-manager "$KUBE_CONTROLLER_MANAGER" --kubeconfig="$CLUSTER_DIR/kcm.kubeconfig" \
     --bind-address=127.0.0.1 --secure-port=0 --port=0 --controllers=garbagecollector,namespace \

@@ -4,8 +4,7 @@ use std::cmp::Ordering;
 use std::collections::HashSet;
 
 use crate::podset::policy::types::{
-    Action, Condition, ConditionStatus, CreatePod, Input, Pod, PodName, PodPhase, PodsetStatus,
-    PolicyError,
+    Action, Condition, ConditionStatus, CreatePod, Input, Pod, PodName, PodPhase, PodsetStatus, PolicyError,
 };
 
 /// Most pods created in one decision. The rest follow on the next reconcile, so one
@@ -36,17 +35,8 @@ pub fn decide(input: &Input) -> Result<Vec<Action>, PolicyError> {
     let active: Vec<&Pod> = input.pods.iter().filter(|p| is_active(p)).collect();
     // A deletion the host issued but has not yet observed still shows an active pod in
     // its cache. That pod is going away: neither count it nor pick it again.
-    let deleting: HashSet<&str> = input
-        .in_flight
-        .deletions
-        .iter()
-        .map(String::as_str)
-        .collect();
-    let mut staying: Vec<&Pod> = active
-        .iter()
-        .copied()
-        .filter(|p| !deleting.contains(p.name.as_str()))
-        .collect();
+    let deleting: HashSet<&str> = input.in_flight.deletions.iter().map(String::as_str).collect();
+    let mut staying: Vec<&Pod> = active.iter().copied().filter(|p| !deleting.contains(p.name.as_str())).collect();
     let expected = staying.len() + input.in_flight.creations as usize;
 
     let mut actions = Vec::new();
@@ -69,11 +59,7 @@ pub fn decide(input: &Input) -> Result<Vec<Action>, PolicyError> {
             // In-flight creations cannot be deleted; only observed pods can go.
             let surplus = (expected - desired).min(staying.len());
             staying.sort_by(|a, b| deletion_order(a, b));
-            actions.extend(
-                staying[..surplus]
-                    .iter()
-                    .map(|p| Action::DeletePod(p.name.clone())),
-            );
+            actions.extend(staying[..surplus].iter().map(|p| Action::DeletePod(p.name.clone())));
         }
         Ordering::Equal => {}
     }
@@ -99,17 +85,8 @@ fn observed_status(input: &Input, active: &[&Pod]) -> PodsetStatus {
         observed_generation: input.podset.generation,
         conditions: vec![Condition {
             type_: AVAILABLE.into(),
-            status: if enough {
-                ConditionStatus::True
-            } else {
-                ConditionStatus::False
-            },
-            reason: if enough {
-                "MinimumReplicasAvailable"
-            } else {
-                "MinimumReplicasUnavailable"
-            }
-            .into(),
+            status: if enough { ConditionStatus::True } else { ConditionStatus::False },
+            reason: if enough { "MinimumReplicasAvailable" } else { "MinimumReplicasUnavailable" }.into(),
             message: format!("{available_replicas} of {replicas} pods ready"),
         }],
     }
@@ -178,18 +155,13 @@ mod tests {
         Input {
             podset: podset(replicas),
             pods,
-            in_flight: InFlight {
-                creations: 0,
-                deletions: Vec::new(),
-            },
+            in_flight: InFlight { creations: 0, deletions: Vec::new() },
             now: 10_000,
         }
     }
 
     fn creates(a: &[Action]) -> usize {
-        a.iter()
-            .filter(|a| matches!(a, Action::CreatePod(_)))
-            .count()
+        a.iter().filter(|a| matches!(a, Action::CreatePod(_))).count()
     }
 
     fn deletes(a: &[Action]) -> Vec<&str> {
@@ -244,10 +216,7 @@ mod tests {
         leaving.deleting = true;
         let a = decide(&input(2, vec![pod("a"), failed, done, leaving])).unwrap();
         assert_eq!(creates(&a), 1);
-        assert!(
-            deletes(&a).is_empty(),
-            "inactive pods are never deleted by the policy"
-        );
+        assert!(deletes(&a).is_empty(), "inactive pods are never deleted by the policy");
         assert_eq!(status(&a).unwrap().pod_names, vec!["a".to_string()]);
     }
 
@@ -267,10 +236,7 @@ mod tests {
         let older = pod("older");
         let pods = vec![older, newer, not_ready, pending, unscheduled];
         let a = decide(&input(1, pods)).unwrap();
-        assert_eq!(
-            deletes(&a),
-            vec!["unscheduled", "pending", "not-ready", "newer"]
-        );
+        assert_eq!(deletes(&a), vec!["unscheduled", "pending", "not-ready", "newer"]);
     }
 
     #[test]

@@ -45,12 +45,7 @@ impl Guest for PodSetPolicy {
         if !actions.is_empty() {
             log(
                 Level::Debug,
-                &format!(
-                    "{}/{}: {} action(s)",
-                    input.podset.namespace,
-                    input.podset.name,
-                    actions.len()
-                ),
+                &format!("{}/{}: {} action(s)", input.podset.namespace, input.podset.name, actions.len()),
             );
         }
         Ok(actions)

@@ -104,8 +104,8 @@ mod tests {
     #[test]
     fn replicas_schema_is_bounded_like_the_seeds() {
         let crd = serde_json::to_value(PodSet::crd()).expect("CRD serializes");
-        let replicas = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-            ["properties"]["replicas"];
+        let replicas =
+            &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["replicas"];
         assert_eq!(replicas["minimum"].as_f64(), Some(1.0));
         assert_eq!(replicas["maximum"].as_f64(), Some(10.0));
         assert!(crd["spec"]["versions"][0]["subresources"]["status"].is_object());

@@ -15,9 +15,7 @@ use crate::metrics::WriteLabels;
 
 pub async fn client(writes: Family<WriteLabels, Counter>) -> Result<Client, kube::Error> {
     let config = Config::infer().await.map_err(kube::Error::InferConfig)?;
-    Ok(ClientBuilder::try_from(config)?
-        .with_layer(&CountWrites(writes))
-        .build())
+    Ok(ClientBuilder::try_from(config)?.with_layer(&CountWrites(writes)).build())
 }
 
 #[derive(Clone)]
@@ -26,10 +24,7 @@ pub struct CountWrites(Family<WriteLabels, Counter>);
 impl<S> Layer<S> for CountWrites {
     type Service = Counted<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        Counted {
-            inner,
-            writes: self.0.clone(),
-        }
+        Counted { inner, writes: self.0.clone() }
     }
 }
 
@@ -53,10 +48,7 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         if !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
-            let labels = WriteLabels {
-                verb: req.method().to_string(),
-                resource: resource_of(req.uri().path()),
-            };
+            let labels = WriteLabels { verb: req.method().to_string(), resource: resource_of(req.uri().path()) };
             self.writes.get_or_create(&labels).inc();
         }
         self.inner.call(req)
@@ -86,18 +78,12 @@ mod tests {
     #[test]
     fn paths_map_to_resources() {
         assert_eq!(super::resource_of("/api/v1/namespaces/a/pods"), "pods");
-        assert_eq!(
-            super::resource_of("/api/v1/namespaces/a/pods/web-x"),
-            "pods"
-        );
+        assert_eq!(super::resource_of("/api/v1/namespaces/a/pods/web-x"), "pods");
         assert_eq!(
             super::resource_of("/apis/app.example.com/v1alpha1/namespaces/a/podsets/web/status"),
             "podsets/status"
         );
-        assert_eq!(
-            super::resource_of("/apis/events.k8s.io/v1/namespaces/a/events"),
-            "events"
-        );
+        assert_eq!(super::resource_of("/apis/events.k8s.io/v1/namespaces/a/events"), "events");
         assert_eq!(super::resource_of("/api/v1/nodes"), "nodes");
     }
 }

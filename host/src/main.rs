@@ -11,11 +11,7 @@ use podset_host::policy::{self, Limits, PolicyEngine};
 use podset_host::{crd, operator};
 
 #[derive(Parser)]
-#[command(
-    name = "podset-host",
-    version,
-    about = "PodSet operator with WebAssembly reconcile policies"
-)]
+#[command(name = "podset-host", version, about = "PodSet operator with WebAssembly reconcile policies")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -120,23 +116,13 @@ struct SandboxArgs {
 
 impl SandboxArgs {
     fn limits(&self) -> Limits {
-        Limits {
-            deadline: self.policy_deadline,
-            memory_bytes: self.policy_memory_mib << 20,
-            ..Limits::default()
-        }
+        Limits { deadline: self.policy_deadline, memory_bytes: self.policy_memory_mib << 20, ..Limits::default() }
     }
 
-    fn load(
-        &self,
-        module: &PathBuf,
-    ) -> anyhow::Result<(PolicyEngine, std::sync::Arc<policy::Policy>)> {
+    fn load(&self, module: &PathBuf) -> anyhow::Result<(PolicyEngine, std::sync::Arc<policy::Policy>)> {
         let engine = PolicyEngine::new(self.limits())?;
-        let bytes =
-            std::fs::read(module).with_context(|| format!("reading {}", module.display()))?;
-        let policy = engine
-            .load(&bytes)
-            .with_context(|| format!("loading {}", module.display()))?;
+        let bytes = std::fs::read(module).with_context(|| format!("reading {}", module.display()))?;
+        let policy = engine.load(&bytes).with_context(|| format!("loading {}", module.display()))?;
         Ok((engine, policy))
     }
 }
@@ -144,9 +130,7 @@ impl SandboxArgs {
 /// `100ms`, `2s`, `1m`, or a bare number of seconds.
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map_or((s, "s"), |i| s.split_at(i));
+    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map_or((s, "s"), |i| s.split_at(i));
     let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
     let secs = match unit {
         "ms" => n / 1000.0,
@@ -159,12 +143,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     let json = matches!(&cli.command, Command::Run(a) if a.log_json);
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if json {
         logs.json().init();
     } else {
@@ -209,22 +190,12 @@ fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
             let info = policy.info();
             println!("name:     {}", info.name);
             println!("version:  {}", info.version);
-            println!(
-                "contract: {} (host speaks {})",
-                info.contract,
-                policy::contract_version()
-            );
+            println!("contract: {} (host speaks {})", info.contract, policy::contract_version());
             println!("digest:   {}", policy.digest());
         }
-        PolicyCommand::Run {
-            module,
-            input,
-            output,
-            sandbox,
-        } => {
+        PolicyCommand::Run { module, input, output, sandbox } => {
             let (_engine, policy) = sandbox.load(&module)?;
-            let text = std::fs::read_to_string(&input)
-                .with_context(|| format!("reading {}", input.display()))?;
+            let text = std::fs::read_to_string(&input).with_context(|| format!("reading {}", input.display()))?;
             let input: policy::Input = serde_yaml::from_str(&text)
                 .with_context(|| format!("parsing {} as a policy input", input.display()))?;
             let decision = policy.decide(&input)?;
@@ -234,24 +205,15 @@ fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
             }
             eprintln!("decided in {:?}", decision.elapsed);
         }
-        PolicyCommand::Test {
-            module,
-            scenarios,
-            sandbox,
-        } => {
+        PolicyCommand::Test { module, scenarios, sandbox } => {
             let (_engine, policy) = sandbox.load(&module)?;
             let (mut passed, mut failed) = (0, 0);
             for path in &scenarios {
-                let result = policy::scenario::Scenario::read(path)
-                    .and_then(|s| s.check(&policy).map(|()| s));
+                let result = policy::scenario::Scenario::read(path).and_then(|s| s.check(&policy).map(|()| s));
                 match result {
                     Ok(s) => {
                         passed += 1;
-                        println!(
-                            "ok   {} {}",
-                            path.display(),
-                            s.name.as_deref().unwrap_or("")
-                        );
+                        println!("ok   {} {}", path.display(), s.name.as_deref().unwrap_or(""));
                     }
                     Err(failure) => {
                         failed += 1;
@@ -264,30 +226,17 @@ fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         }
-        PolicyCommand::Bench {
-            module,
-            budget,
-            sandbox,
-        } => {
+        PolicyCommand::Bench { module, budget, sandbox } => {
             let started = std::time::Instant::now();
             let (_engine, policy) = sandbox.load(&module)?;
-            println!(
-                "{} — loaded (compile + checks) in {:?}\n",
-                policy.label(),
-                started.elapsed()
-            );
+            println!("{} — loaded (compile + checks) in {:?}\n", policy.label(), started.elapsed());
             let rows = policy::bench::run(&policy, &[10, 100, 1000], budget)?;
             print!("{}", policy::bench::Table(&rows));
         }
-        PolicyCommand::Componentize {
-            core_module,
-            output,
-        } => {
-            let core = std::fs::read(&core_module)
-                .with_context(|| format!("reading {}", core_module.display()))?;
+        PolicyCommand::Componentize { core_module, output } => {
+            let core = std::fs::read(&core_module).with_context(|| format!("reading {}", core_module.display()))?;
             let component = policy::componentize::componentize(&core)?;
-            std::fs::write(&output, &component)
-                .with_context(|| format!("writing {}", output.display()))?;
+            std::fs::write(&output, &component).with_context(|| format!("writing {}", output.display()))?;
             println!("{}: {} bytes", output.display(), component.len());
         }
     }

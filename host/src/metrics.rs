@@ -51,11 +51,7 @@ impl Default for Metrics {
             registry: Registry::default(),
         };
         registry.register("reconciles", "Reconciles run", m.reconciles.clone());
-        registry.register(
-            "reconcile_failures",
-            "Reconciles failed, by error",
-            m.reconcile_failures.clone(),
-        );
+        registry.register("reconcile_failures", "Reconciles failed, by error", m.reconcile_failures.clone());
         registry.register_with_unit(
             "reconcile_duration",
             "Reconcile duration",
@@ -68,21 +64,9 @@ impl Default for Metrics {
             prometheus_client::registry::Unit::Seconds,
             m.decision_duration.clone(),
         );
-        registry.register(
-            "policy_failures",
-            "Decisions a policy could not make, by reason",
-            m.policy_failures.clone(),
-        );
-        registry.register(
-            "api_writes",
-            "Write requests sent to the Kubernetes API",
-            m.api_writes.clone(),
-        );
-        registry.register(
-            "policy_loads",
-            "Policy module loads, by source and result",
-            m.policy_loads.clone(),
-        );
+        registry.register("policy_failures", "Decisions a policy could not make, by reason", m.policy_failures.clone());
+        registry.register("api_writes", "Write requests sent to the Kubernetes API", m.api_writes.clone());
+        registry.register("policy_loads", "Policy module loads, by source and result", m.policy_loads.clone());
         Metrics { registry, ..m }
     }
 }
@@ -94,11 +78,7 @@ impl Metrics {
     }
 
     pub fn reconcile_failed(&self, reason: &str) {
-        self.reconcile_failures
-            .get_or_create(&ReasonLabels {
-                reason: reason.into(),
-            })
-            .inc();
+        self.reconcile_failures.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
     }
 
     pub fn decided(&self, took: Duration) {
@@ -106,21 +86,12 @@ impl Metrics {
     }
 
     pub fn policy_failure(&self, reason: &str) {
-        self.policy_failures
-            .get_or_create(&ReasonLabels {
-                reason: reason.into(),
-            })
-            .inc();
+        self.policy_failures.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
     }
 
     pub fn policy_loaded(&self, source: &str, ok: bool) {
         let result = if ok { "ok" } else { "rejected" };
-        self.policy_loads
-            .get_or_create(&LoadLabels {
-                source: source.into(),
-                result: result.into(),
-            })
-            .inc();
+        self.policy_loads.get_or_create(&LoadLabels { source: source.into(), result: result.into() }).inc();
     }
 
     /// The text exposition format.

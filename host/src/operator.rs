@@ -55,22 +55,13 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let policies = Arc::new(Policies::with_default(default));
 
     let (pods_api, podsets_api): (Api<Pod>, Api<PodSet>) = match &settings.namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
+        Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
     let (pod_reader, pod_writer) = reflector::store();
     let (podset_reader, podset_writer) = reflector::store();
     let podset_stream = reconcile::podset_events(podsets_api, podset_writer);
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "podset-host".into(),
-            instance: None,
-        },
-    );
+    let recorder = Recorder::new(client.clone(), Reporter { controller: "podset-host".into(), instance: None });
     let ctx = Arc::new(Context::new(
         client.clone(),
         pod_reader,
@@ -108,19 +99,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     );
 
     let http = serve(settings.metrics_addr, metrics.clone(), stop_rx.clone());
-    let controller = reconcile::run(
-        ctx.clone(),
-        podset_stream,
-        pod_stream,
-        requeue_rx,
-        settings.concurrency,
-        shutdown,
-    );
+    let controller = reconcile::run(ctx.clone(), podset_stream, pod_stream, requeue_rx, settings.concurrency, shutdown);
 
-    info!(
-        namespace = settings.namespace.as_deref().unwrap_or("<all>"),
-        "podset-host started"
-    );
+    info!(namespace = settings.namespace.as_deref().unwrap_or("<all>"), "podset-host started");
     let signal = async {
         shutdown_signal().await;
         info!("shutting down");
@@ -136,15 +117,14 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(e) => {
-                    error!("cannot listen for SIGTERM: {e}");
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                error!("cannot listen for SIGTERM: {e}");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},
@@ -155,16 +135,9 @@ async fn shutdown_signal() {
 }
 
 /// `/metrics`, `/healthz` and `/readyz` on `addr` until `stop`.
-async fn serve(
-    addr: SocketAddr,
-    metrics: Arc<Metrics>,
-    mut stop: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
+async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
     let app = Router::new()
-        .route(
-            "/metrics",
-            get(|State(m): State<Arc<Metrics>>| async move { m.encode() }),
-        )
+        .route("/metrics", get(|State(m): State<Arc<Metrics>>| async move { m.encode() }))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
         .with_state(metrics);

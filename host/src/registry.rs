@@ -15,9 +15,7 @@ pub struct Policies {
 
 impl Policies {
     pub fn with_default(policy: Arc<Policy>) -> Self {
-        Policies {
-            default: RwLock::new(Some(policy)),
-        }
+        Policies { default: RwLock::new(Some(policy)) }
     }
 
     /// Replaces the default policy; returns the one it replaced.
@@ -27,10 +25,7 @@ impl Policies {
     }
 
     pub fn default_policy(&self) -> Option<Arc<Policy>> {
-        self.default
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.default.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The policy that decides for `podset`, or why there is none.
@@ -38,7 +33,6 @@ impl Policies {
         if let Some(r) = &podset.spec.policy_ref {
             return Err(format!("ReconcilePolicy {:?} is not loaded", r.name));
         }
-        self.default_policy()
-            .ok_or_else(|| "the operator has no default policy loaded".to_string())
+        self.default_policy().ok_or_else(|| "the operator has no default policy loaded".to_string())
     }
 }

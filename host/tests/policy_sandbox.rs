@@ -7,9 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use podset_host::policy::{
-    Action, Error, InFlight, Input, Limits, Podset, PodsetStatus, PolicyEngine,
-};
+use podset_host::policy::{Action, Error, InFlight, Input, Limits, Podset, PodsetStatus, PolicyEngine};
 
 fn input(replicas: i32) -> Input {
     Input {
@@ -28,10 +26,7 @@ fn input(replicas: i32) -> Input {
             },
         },
         pods: Vec::new(),
-        in_flight: InFlight {
-            creations: 0,
-            deletions: Vec::new(),
-        },
+        in_flight: InFlight { creations: 0, deletions: Vec::new() },
         now: 0,
     }
 }
@@ -43,25 +38,14 @@ fn engine() -> Arc<PolicyEngine> {
 #[test]
 fn the_default_policy_loads_and_decides() {
     let engine = engine();
-    let policy = engine
-        .load(&common::read_policy("podset.wasm"))
-        .expect("default policy loads");
+    let policy = engine.load(&common::read_policy("podset.wasm")).expect("default policy loads");
     assert_eq!(policy.info().name, "guest-podset");
-    assert_eq!(
-        policy.info().contract,
-        podset_host::policy::contract_version()
-    );
+    assert_eq!(policy.info().contract, podset_host::policy::contract_version());
     let decision = policy.decide(&input(3)).expect("decides");
-    let creates = decision
-        .actions
-        .iter()
-        .filter(|a| matches!(a, Action::CreatePod(_)))
-        .count();
+    let creates = decision.actions.iter().filter(|a| matches!(a, Action::CreatePod(_))).count();
     assert_eq!(creates, 3);
     // The same bytes are compiled once.
-    let again = engine
-        .load(&common::read_policy("podset.wasm"))
-        .expect("cached");
+    let again = engine.load(&common::read_policy("podset.wasm")).expect("cached");
     assert!(Arc::ptr_eq(&policy, &again));
 }
 
@@ -75,35 +59,20 @@ fn modules_that_must_not_load_are_rejected_with_their_own_error() {
         Err(Error::ForbiddenImports { imports, .. }) => {
             assert_eq!(imports, vec!["wasi:random/random@0.2.0"])
         }
-        other => panic!(
-            "expected ForbiddenImports, got {:?}",
-            other.map(|p| p.label().to_string())
-        ),
+        other => panic!("expected ForbiddenImports, got {:?}", other.map(|p| p.label().to_string())),
     }
     match load("wrong-contract") {
         Err(Error::Incompatible(msg)) => assert!(msg.contains("9.0.0"), "{msg}"),
-        other => panic!(
-            "expected Incompatible, got {:?}",
-            other.map(|p| p.label().to_string())
-        ),
+        other => panic!("expected Incompatible, got {:?}", other.map(|p| p.label().to_string())),
     }
-    let tiny = PolicyEngine::new(Limits {
-        module_bytes: 1024,
-        ..Limits::default()
-    })
-    .expect("engine");
-    assert!(matches!(
-        tiny.load(&common::read_policy("podset.wasm")),
-        Err(Error::TooLarge { .. })
-    ));
+    let tiny = PolicyEngine::new(Limits { module_bytes: 1024, ..Limits::default() }).expect("engine");
+    assert!(matches!(tiny.load(&common::read_policy("podset.wasm")), Err(Error::TooLarge { .. })));
 }
 
 #[test]
 fn hostile_policies_are_contained_while_a_good_one_keeps_answering() {
     let engine = engine();
-    let good = engine
-        .load(&common::read_policy("podset.wasm"))
-        .expect("good policy");
+    let good = engine.load(&common::read_policy("podset.wasm")).expect("good policy");
     let limits = engine.limits().clone();
 
     // A good policy answering in a loop on another thread the whole time.
@@ -113,17 +82,14 @@ fn hostile_policies_are_contained_while_a_good_one_keeps_answering() {
         let (stop, answered, good) = (stop.clone(), answered.clone(), good.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                good.decide(&input(2))
-                    .expect("the good policy keeps deciding");
+                good.decide(&input(2)).expect("the good policy keeps deciding");
                 answered.fetch_add(1, Ordering::Relaxed);
             }
         })
     };
 
     let run = |name: &str| {
-        let policy = engine
-            .load(&common::read_policy(&format!("fixtures/{name}.wasm")))
-            .expect("fixture loads");
+        let policy = engine.load(&common::read_policy(&format!("fixtures/{name}.wasm"))).expect("fixture loads");
         let started = Instant::now();
         let result = policy.decide(&input(2));
         (result, started.elapsed())
@@ -131,10 +97,7 @@ fn hostile_policies_are_contained_while_a_good_one_keeps_answering() {
 
     let (r, took) = run("infinite-loop");
     assert!(matches!(r, Err(Error::DeadlineExceeded(_))), "{r:?}");
-    assert!(
-        took < limits.deadline + Duration::from_millis(200),
-        "stopped after {took:?}"
-    );
+    assert!(took < limits.deadline + Duration::from_millis(200), "stopped after {took:?}");
 
     let (r, took) = run("memory-bomb");
     match r {
@@ -143,17 +106,13 @@ fn hostile_policies_are_contained_while_a_good_one_keeps_answering() {
         }
         other => panic!("expected OutOfMemory, got {other:?}"),
     }
-    assert!(
-        took < limits.deadline + Duration::from_millis(200),
-        "{took:?}"
-    );
+    assert!(took < limits.deadline + Duration::from_millis(200), "{took:?}");
 
     let (r, _) = run("panic");
     match r {
-        Err(Error::Trap(msg)) => assert!(
-            msg.contains("out of this policy's range"),
-            "the panic message is reported: {msg}"
-        ),
+        Err(Error::Trap(msg)) => {
+            assert!(msg.contains("out of this policy's range"), "the panic message is reported: {msg}")
+        }
         other => panic!("expected Trap, got {other:?}"),
     }
 
@@ -167,10 +126,7 @@ fn hostile_policies_are_contained_while_a_good_one_keeps_answering() {
     std::thread::sleep(Duration::from_millis(50));
     stop.store(true, Ordering::Relaxed);
     worker.join().expect("good policy thread");
-    assert!(
-        before > 0,
-        "the good policy answered while the hostile ones ran"
-    );
+    assert!(before > 0, "the good policy answered while the hostile ones ran");
     // And the host is still fine: the good policy decides on this thread too.
     assert!(good.decide(&input(1)).is_ok());
 }
@@ -178,14 +134,8 @@ fn hostile_policies_are_contained_while_a_good_one_keeps_answering() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_calls_run_off_the_executor_and_stay_bounded() {
     let engine = engine();
-    let looping = engine
-        .load_async(common::read_policy("fixtures/infinite-loop.wasm"))
-        .await
-        .expect("fixture loads");
-    let good = engine
-        .load_async(common::read_policy("podset.wasm"))
-        .await
-        .expect("good policy");
+    let looping = engine.load_async(common::read_policy("fixtures/infinite-loop.wasm")).await.expect("fixture loads");
+    let good = engine.load_async(common::read_policy("podset.wasm")).await.expect("good policy");
     // More looping calls than the engine runs at once: they queue, each stops at its
     // deadline, and a timer on the executor keeps ticking meanwhile.
     let n = engine.limits().concurrency * 2;
@@ -202,21 +152,12 @@ async fn async_calls_run_off_the_executor_and_stay_bounded() {
         t.elapsed()
     });
     let slept = ticker.await.expect("ticker");
-    assert!(
-        slept < Duration::from_millis(150),
-        "the executor was blocked: a 20 ms sleep took {slept:?}"
-    );
+    assert!(slept < Duration::from_millis(150), "the executor was blocked: a 20 ms sleep took {slept:?}");
     for h in hostile {
-        assert!(matches!(
-            h.await.expect("join"),
-            Err(Error::DeadlineExceeded(_))
-        ));
+        assert!(matches!(h.await.expect("join"), Err(Error::DeadlineExceeded(_))));
     }
     let good_result = engine.decide(good, input(1)).await;
     assert!(good_result.is_ok(), "{good_result:?}");
     // n calls at `concurrency` at a time: about two deadlines, not n.
-    assert!(
-        started.elapsed() < engine.limits().deadline * (n as u32),
-        "calls ran in parallel"
-    );
+    assert!(started.elapsed() < engine.limits().deadline * (n as u32), "calls ran in parallel");
 }

@@ -7,9 +7,7 @@ pub fn parse(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a number followed by ms, s, m or h"))?;
+    let n: u64 = num.parse().map_err(|_| format!("{s:?}: expected a number followed by ms, s, m or h"))?;
     let per_unit_ms = match unit.trim() {
         "ms" => 1,
         "" | "s" => 1_000,
@@ -17,9 +15,7 @@ pub fn parse(s: &str) -> Result<Duration, String> {
         "h" => 3_600_000,
         other => return Err(format!("{s:?}: unknown unit {other:?} (use ms, s, m or h)")),
     };
-    n.checked_mul(per_unit_ms)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("{s:?}: too large"))
+    n.checked_mul(per_unit_ms).map(Duration::from_millis).ok_or_else(|| format!("{s:?}: too large"))
 }
 
 #[cfg(test)]

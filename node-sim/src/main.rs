@@ -58,11 +58,7 @@ async fn main() -> anyhow::Result<()> {
 
     let sim = pods::Simulator::new(
         client.clone(),
-        pods::Settings {
-            node_name: args.node_name.clone(),
-            ready_delay: args.ready_delay,
-            max_grace: args.max_grace,
-        },
+        pods::Settings { node_name: args.node_name.clone(), ready_delay: args.ready_delay, max_grace: args.max_grace },
     );
     tokio::select! {
         () = node::heartbeat(client, args.node_name, args.heartbeat) => {}
@@ -78,15 +74,14 @@ async fn main() -> anyhow::Result<()> {
 async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
                 .with_context(|| format!("loading kubeconfig {}", path.display()))?
         }
-        None => kube::Config::infer()
-            .await
-            .context("no --kubeconfig/KUBECONFIG and no usable default configuration")?,
+        None => {
+            kube::Config::infer().await.context("no --kubeconfig/KUBECONFIG and no usable default configuration")?
+        }
     };
     Client::try_from(config).context("building the Kubernetes client")
 }

@@ -28,12 +28,7 @@ pub async fn heartbeat(client: Client, name: String, interval: Duration) {
             }
         }
         // Retry quickly until the first success so pods are not bound to a missing node for long.
-        tokio::time::sleep(if registered {
-            interval
-        } else {
-            Duration::from_secs(1)
-        })
-        .await;
+        tokio::time::sleep(if registered { interval } else { Duration::from_secs(1) }).await;
     }
 }
 
@@ -80,8 +75,7 @@ async fn patch_status(api: &Api<Node>, name: &str) -> Result<(), Error> {
             "lastHeartbeatTime": now, "lastTransitionTime": now,
         })
     };
-    let resources =
-        json!({ "cpu": "16", "memory": "64Gi", "pods": "250", "ephemeral-storage": "100Gi" });
+    let resources = json!({ "cpu": "16", "memory": "64Gi", "pods": "250", "ephemeral-storage": "100Gi" });
     let patch = json!({
         "status": {
             "capacity": resources,
@@ -98,7 +92,5 @@ async fn patch_status(api: &Api<Node>, name: &str) -> Result<(), Error> {
             ],
         }
     });
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(drop)
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop)
 }

@@ -72,11 +72,7 @@ pub struct Simulator {
 
 impl Simulator {
     pub fn new(client: Client, settings: Settings) -> Self {
-        Self {
-            client,
-            settings: Arc::new(settings),
-            in_flight: Arc::default(),
-        }
+        Self { client, settings: Arc::new(settings), in_flight: Arc::default() }
     }
 
     /// Watches every pod in the cluster until the process ends. The watcher re-lists and
@@ -84,14 +80,10 @@ impl Simulator {
     pub async fn run(self) {
         loop {
             let pods: Api<Pod> = Api::all(self.client.clone());
-            let mut events = watcher(pods, watcher::Config::default())
-                .default_backoff()
-                .boxed();
+            let mut events = watcher(pods, watcher::Config::default()).default_backoff().boxed();
             while let Some(event) = events.next().await {
                 match event {
-                    Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
-                        self.dispatch(pod)
-                    }
+                    Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => self.dispatch(pod),
                     Ok(watcher::Event::Delete(pod)) => self.forget(&pod),
                     Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
                     Err(e) => {
@@ -111,10 +103,7 @@ impl Simulator {
             return;
         };
         {
-            let mut in_flight = self
-                .in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut in_flight = self.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
             match in_flight.get(&uid) {
                 // Deletion overrides a start in progress; anything else waits for the task.
                 Some(Step::Finalize) => return,
@@ -134,10 +123,7 @@ impl Simulator {
             if let Err(e) = result {
                 warn!(pod = %format!("{ns}/{name}"), ?step, error = %e, "step failed; will retry on the next event");
             }
-            let mut in_flight = this
-                .in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut in_flight = this.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
             if in_flight.get(&uid) == Some(&step) {
                 in_flight.remove(&uid);
             }
@@ -146,10 +132,7 @@ impl Simulator {
 
     fn forget(&self, pod: &Pod) {
         if let Some(uid) = &pod.metadata.uid {
-            self.in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(uid);
+            self.in_flight.lock().unwrap_or_else(PoisonError::into_inner).remove(uid);
         }
     }
 
@@ -175,10 +158,7 @@ impl Simulator {
             },
         };
         let (api, name, pp) = (self.api(pod), pod.name_any(), PostParams::default());
-        let created = retry(|| {
-            api.create_subresource::<_, serde_json::Value>("binding", &name, &pp, &binding)
-        })
-        .await;
+        let created = retry(|| api.create_subresource::<_, serde_json::Value>("binding", &name, &pp, &binding)).await;
         match created {
             Ok(_) => debug!(pod = %pod.name_any(), node = %self.settings.node_name, "bound"),
             // 409: someone else bound it meanwhile; its next event tells us whether it is ours.
@@ -218,10 +198,7 @@ impl Simulator {
         }
         let params = DeleteParams {
             grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions {
-                uid: pod.metadata.uid.clone(),
-                resource_version: None,
-            }),
+            preconditions: Some(Preconditions { uid: pod.metadata.uid.clone(), resource_version: None }),
             ..Default::default()
         };
         let (api, name) = (self.api(pod), pod.name_any());
@@ -268,19 +245,9 @@ mod tests {
 
     fn pod(node: Option<&str>, phase: Option<&str>) -> Pod {
         Pod {
-            metadata: ObjectMeta {
-                name: Some("p".into()),
-                uid: Some("u".into()),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                node_name: node.map(Into::into),
-                ..Default::default()
-            }),
-            status: Some(PodStatus {
-                phase: phase.map(Into::into),
-                ..Default::default()
-            }),
+            metadata: ObjectMeta { name: Some("p".into()), uid: Some("u".into()), ..Default::default() },
+            spec: Some(PodSpec { node_name: node.map(Into::into), ..Default::default() }),
+            status: Some(PodStatus { phase: phase.map(Into::into), ..Default::default() }),
         }
     }
 
@@ -296,29 +263,14 @@ mod tests {
         let n = "sim-node";
         assert_eq!(next_step(&pod(None, Some("Pending")), n), Some(Step::Bind));
         assert_eq!(next_step(&pod(Some(""), None), n), Some(Step::Bind));
-        assert_eq!(
-            next_step(&pod(Some(n), Some("Pending")), n),
-            Some(Step::Start)
-        );
+        assert_eq!(next_step(&pod(Some(n), Some("Pending")), n), Some(Step::Start));
         assert_eq!(next_step(&pod(Some(n), Some("Running")), n), None);
         assert_eq!(next_step(&pod(Some(n), Some("Failed")), n), None);
         assert_eq!(next_step(&pod(Some("other"), Some("Pending")), n), None);
-        assert_eq!(
-            next_step(&deleting(pod(Some(n), Some("Running")), 30, &[]), n),
-            Some(Step::Finalize)
-        );
-        assert_eq!(
-            next_step(&deleting(pod(Some(n), Some("Running")), 0, &["x"]), n),
-            None
-        );
-        assert_eq!(
-            next_step(&deleting(pod(Some(n), Some("Failed")), 0, &[]), n),
-            None
-        );
-        assert_eq!(
-            next_step(&deleting(pod(Some("other"), Some("Running")), 30, &[]), n),
-            None
-        );
+        assert_eq!(next_step(&deleting(pod(Some(n), Some("Running")), 30, &[]), n), Some(Step::Finalize));
+        assert_eq!(next_step(&deleting(pod(Some(n), Some("Running")), 0, &["x"]), n), None);
+        assert_eq!(next_step(&deleting(pod(Some(n), Some("Failed")), 0, &[]), n), None);
+        assert_eq!(next_step(&deleting(pod(Some("other"), Some("Running")), 30, &[]), n), None);
     }
 
     #[test]

@@ -25,11 +25,7 @@ pub fn patch(pod: &Pod, failed: bool) -> Value {
     let ip = pod_ip(uid);
     let ready = if failed { "False" } else { "True" };
     let condition = |type_: &str, status: &str| json!({ "type": type_, "status": status, "lastProbeTime": null, "lastTransitionTime": now });
-    let containers = pod
-        .spec
-        .as_ref()
-        .map(|s| s.containers.as_slice())
-        .unwrap_or_default();
+    let containers = pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
     let container_statuses: Vec<Value> = containers
         .iter()
         .map(|c| {
@@ -75,9 +71,7 @@ pub fn patch(pod: &Pod, failed: bool) -> Value {
 /// A stable loopback address per pod (127.0.a.b, never 127.0.0.1 which is the "host").
 fn pod_ip(uid: &str) -> String {
     // FNV-1a: deterministic across runs, unlike std's RandomState hasher.
-    let h = uid.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let h = uid.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     format!("127.0.{}.{}", 1 + h % 254, 1 + (h >> 8) % 254)
 }
 
@@ -91,16 +85,11 @@ mod tests {
         Pod {
             metadata: ObjectMeta {
                 uid: Some("u-1".into()),
-                annotations: annotation
-                    .map(|v| [(FAIL_ANNOTATION.to_owned(), v.to_owned())].into()),
+                annotations: annotation.map(|v| [(FAIL_ANNOTATION.to_owned(), v.to_owned())].into()),
                 ..Default::default()
             },
             spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "app".into(),
-                    image: Some("busybox".into()),
-                    ..Default::default()
-                }],
+                containers: vec![Container { name: "app".into(), image: Some("busybox".into()), ..Default::default() }],
                 ..Default::default()
             }),
             ..Default::default()

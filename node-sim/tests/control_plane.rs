@@ -31,19 +31,13 @@ fn widget_resource() -> ApiResource {
 async fn install_widget_crd(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     // A previous run's CRD may still be terminating: a create would then 409 forever.
-    eventually(
-        Duration::from_secs(30),
-        "an old Widget CRD to finish terminating",
-        || async {
-            match crds.get_opt(CRD_NAME).await {
-                Ok(Some(crd)) if crd.metadata.deletion_timestamp.is_some() => {
-                    Err("terminating".to_owned())
-                }
-                Ok(_) => Ok(()),
-                Err(e) => Err(e.to_string()),
-            }
-        },
-    )
+    eventually(Duration::from_secs(30), "an old Widget CRD to finish terminating", || async {
+        match crds.get_opt(CRD_NAME).await {
+            Ok(Some(crd)) if crd.metadata.deletion_timestamp.is_some() => Err("terminating".to_owned()),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    })
     .await;
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -72,19 +66,15 @@ async fn install_widget_crd(client: &Client) {
         Err(Error::Api(s)) if s.is_already_exists() => {}
         Err(e) => panic!("creating CRD {CRD_NAME}: {e}"),
     }
-    eventually(
-        Duration::from_secs(30),
-        "the Widget CRD to be Established",
-        || async {
-            let crd = crds.get(CRD_NAME).await.map_err(|e| e.to_string())?;
-            let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
-            conditions
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-                .ok_or_else(|| format!("conditions {conditions:?}"))
-        },
-    )
+    eventually(Duration::from_secs(30), "the Widget CRD to be Established", || async {
+        let crd = crds.get(CRD_NAME).await.map_err(|e| e.to_string())?;
+        let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+        conditions
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+            .then_some(())
+            .ok_or_else(|| format!("conditions {conditions:?}"))
+    })
     .await;
 }
 
@@ -95,8 +85,7 @@ async fn crd_schema_bounds_replicas() {
     with_namespace("crd", |client, ns| async move {
         let widgets: Api<DynamicObject> = Api::namespaced_with(client, &ns, &widget_resource());
         let widget = |name: &str, replicas: i64| {
-            DynamicObject::new(name, &widget_resource())
-                .data(json!({ "spec": { "replicas": replicas } }))
+            DynamicObject::new(name, &widget_resource()).data(json!({ "spec": { "replicas": replicas } }))
         };
         for bad in [0, 11] {
             let err = widgets
@@ -108,16 +97,10 @@ async fn crd_schema_bounds_replicas() {
             };
             assert_eq!(status.code, 422, "replicas {bad}: {status:?}");
             assert_eq!(status.reason, "Invalid", "replicas {bad}: {status:?}");
-            assert!(
-                status.message.contains("spec.replicas"),
-                "replicas {bad}: message {:?}",
-                status.message
-            );
+            assert!(status.message.contains("spec.replicas"), "replicas {bad}: message {:?}", status.message);
         }
-        let created = widgets
-            .create(&PostParams::default(), &widget("w3", 3))
-            .await
-            .expect("replicas 3 is within bounds");
+        let created =
+            widgets.create(&PostParams::default(), &widget("w3", 3)).await.expect("replicas 3 is within bounds");
         assert_eq!(created.data["spec"]["replicas"], 3);
     })
     .await;
@@ -146,26 +129,19 @@ fn phase(pod: &Pod) -> Option<&str> {
 
 fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
     let conditions = pod.status.as_ref()?.conditions.as_ref()?;
-    conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| c.status.as_str())
+    conditions.iter().find(|c| c.type_ == type_).map(|c| c.status.as_str())
 }
 
 /// Waits until the pod's phase is `want`, returning the pod as then observed.
 async fn wait_for_phase(pods: &Api<Pod>, name: &str, want: &str) -> Pod {
-    eventually(
-        Duration::from_secs(20),
-        &format!("pod {name} to be {want}"),
-        || async {
-            let pod = pods.get(name).await.map_err(|e| e.to_string())?;
-            if phase(&pod) == Some(want) {
-                Ok(pod)
-            } else {
-                Err(format!("phase {:?}, status {:?}", phase(&pod), pod.status))
-            }
-        },
-    )
+    eventually(Duration::from_secs(20), &format!("pod {name} to be {want}"), || async {
+        let pod = pods.get(name).await.map_err(|e| e.to_string())?;
+        if phase(&pod) == Some(want) {
+            Ok(pod)
+        } else {
+            Err(format!("phase {:?}, status {:?}", phase(&pod), pod.status))
+        }
+    })
     .await
 }
 
@@ -178,10 +154,7 @@ async fn owned_pod_is_garbage_collected_with_its_owner() {
             .create(
                 &PostParams::default(),
                 &ConfigMap {
-                    metadata: ObjectMeta {
-                        name: Some("owner".into()),
-                        ..Default::default()
-                    },
+                    metadata: ObjectMeta { name: Some("owner".into()), ..Default::default() },
                     ..Default::default()
                 },
             )
@@ -192,36 +165,20 @@ async fn owned_pod_is_garbage_collected_with_its_owner() {
             api_version: "v1".into(),
             kind: "ConfigMap".into(),
             name: "owner".into(),
-            uid: owner
-                .metadata
-                .uid
-                .clone()
-                .expect("created object has a uid"),
+            uid: owner.metadata.uid.clone().expect("created object has a uid"),
             controller: Some(true),
             block_owner_deletion: Some(true),
         }]);
-        pods.create(&PostParams::default(), &child)
-            .await
-            .expect("creating the owned pod");
+        pods.create(&PostParams::default(), &child).await.expect("creating the owned pod");
 
-        configmaps
-            .delete("owner", &DeleteParams::default())
-            .await
-            .expect("deleting the owner");
-        eventually(
-            Duration::from_secs(30),
-            "the owned pod to be garbage-collected",
-            || async {
-                match pods.get_opt("child").await {
-                    Ok(None) => Ok(()),
-                    Ok(Some(p)) => Err(format!(
-                        "still there: deletionTimestamp {:?}",
-                        p.metadata.deletion_timestamp
-                    )),
-                    Err(e) => Err(e.to_string()),
-                }
-            },
-        )
+        configmaps.delete("owner", &DeleteParams::default()).await.expect("deleting the owner");
+        eventually(Duration::from_secs(30), "the owned pod to be garbage-collected", || async {
+            match pods.get_opt("child").await {
+                Ok(None) => Ok(()),
+                Ok(Some(p)) => Err(format!("still there: deletionTimestamp {:?}", p.metadata.deletion_timestamp)),
+                Err(e) => Err(e.to_string()),
+            }
+        })
         .await;
     })
     .await;
@@ -232,37 +189,19 @@ async fn simulator_runs_a_pod() {
     with_namespace("sim-run", |client, ns| async move {
         let node = require_sim_node(&client).await;
         let pods: Api<Pod> = Api::namespaced(client, &ns);
-        pods.create(&PostParams::default(), &pod("web", &[]))
-            .await
-            .expect("creating the pod");
+        pods.create(&PostParams::default(), &pod("web", &[])).await.expect("creating the pod");
         let pod = wait_for_phase(&pods, "web", "Running").await;
 
-        assert_eq!(
-            pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
-            Some(node.as_str())
-        );
+        assert_eq!(pod.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some(node.as_str()));
         assert_eq!(condition(&pod, "Ready"), Some("True"));
         assert_eq!(condition(&pod, "ContainersReady"), Some("True"));
         let status = pod.status.as_ref().expect("status");
         let containers = status.container_statuses.as_deref().unwrap_or_default();
         assert_eq!(containers.len(), 1, "{containers:?}");
         assert!(containers[0].ready);
-        assert!(
-            containers[0]
-                .state
-                .as_ref()
-                .and_then(|s| s.running.as_ref())
-                .is_some()
-        );
+        assert!(containers[0].state.as_ref().and_then(|s| s.running.as_ref()).is_some());
         assert!(status.start_time.is_some());
-        assert!(
-            status
-                .pod_ip
-                .as_deref()
-                .is_some_and(|ip| ip.starts_with("127.")),
-            "{:?}",
-            status.pod_ip
-        );
+        assert!(status.pod_ip.as_deref().is_some_and(|ip| ip.starts_with("127.")), "{:?}", status.pod_ip);
     })
     .await;
 }
@@ -272,20 +211,13 @@ async fn simulator_fails_an_annotated_pod() {
     with_namespace("sim-fail", |client, ns| async move {
         require_sim_node(&client).await;
         let pods: Api<Pod> = Api::namespaced(client, &ns);
-        pods.create(
-            &PostParams::default(),
-            &pod("doomed", &[("sim.podset.dev/fail", "true")]),
-        )
-        .await
-        .expect("creating the pod");
+        pods.create(&PostParams::default(), &pod("doomed", &[("sim.podset.dev/fail", "true")]))
+            .await
+            .expect("creating the pod");
         let pod = wait_for_phase(&pods, "doomed", "Failed").await;
 
         assert_eq!(condition(&pod, "Ready"), Some("False"));
-        let containers = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.container_statuses.as_deref())
-            .unwrap_or_default();
+        let containers = pod.status.as_ref().and_then(|s| s.container_statuses.as_deref()).unwrap_or_default();
         let terminated = containers
             .first()
             .and_then(|c| c.state.as_ref())
@@ -301,30 +233,19 @@ async fn simulator_finishes_a_graceful_deletion() {
     with_namespace("sim-del", |client, ns| async move {
         require_sim_node(&client).await;
         let pods: Api<Pod> = Api::namespaced(client, &ns);
-        pods.create(&PostParams::default(), &pod("victim", &[]))
-            .await
-            .expect("creating the pod");
+        pods.create(&PostParams::default(), &pod("victim", &[])).await.expect("creating the pod");
         wait_for_phase(&pods, "victim", "Running").await;
 
         // Default grace period (30 s): the pod only goes away this fast because the simulator
         // caps the grace period and then removes it, as a kubelet does once containers stop.
-        pods.delete("victim", &DeleteParams::default())
-            .await
-            .expect("deleting the pod");
-        eventually(
-            Duration::from_secs(15),
-            "the deleted pod to disappear",
-            || async {
-                match pods.get_opt("victim").await {
-                    Ok(None) => Ok(()),
-                    Ok(Some(p)) => Err(format!(
-                        "still there: deletionTimestamp {:?}",
-                        p.metadata.deletion_timestamp
-                    )),
-                    Err(e) => Err(e.to_string()),
-                }
-            },
-        )
+        pods.delete("victim", &DeleteParams::default()).await.expect("deleting the pod");
+        eventually(Duration::from_secs(15), "the deleted pod to disappear", || async {
+            match pods.get_opt("victim").await {
+                Ok(None) => Ok(()),
+                Ok(Some(p)) => Err(format!("still there: deletionTimestamp {:?}", p.metadata.deletion_timestamp)),
+                Err(e) => Err(e.to_string()),
+            }
+        })
         .await;
     })
     .await;

@@ -14,11 +14,7 @@ struct Fixture;
 
 impl Guest for Fixture {
     fn info() -> PolicyInfo {
-        let contract = if cfg!(feature = "wrong-contract") {
-            "9.0.0"
-        } else {
-            "0.1.0"
-        };
+        let contract = if cfg!(feature = "wrong-contract") { "9.0.0" } else { "0.1.0" };
         PolicyInfo {
             name: "hostile-fixture".into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -48,25 +44,16 @@ impl Guest for Fixture {
             std::panic::set_hook(Box::new(|info| {
                 podset::policy::log::log(podset::policy::log::Level::Error, &info.to_string())
             }));
-            panic!(
-                "replicas {} is out of this policy's range",
-                input.podset.replicas
-            );
+            panic!("replicas {} is out of this policy's range", input.podset.replicas);
         }
         #[cfg(feature = "action-flood")]
         {
-            return Ok((0..100_000)
-                .map(|i| Action::DeletePod(format!("{}-{i}", input.podset.name)))
-                .collect());
+            return Ok((0..100_000).map(|i| Action::DeletePod(format!("{}-{i}", input.podset.name))).collect());
         }
         #[cfg(feature = "wasi-import")]
         {
             let n = wasi::random::random::get_random_u64();
-            return Ok(if n % 2 == 0 {
-                Vec::new()
-            } else {
-                vec![Action::RequeueAfter(1)]
-            });
+            return Ok(if n % 2 == 0 { Vec::new() } else { vec![Action::RequeueAfter(1)] });
         }
         Ok(Vec::new())
     }

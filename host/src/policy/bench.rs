@@ -51,16 +51,10 @@ pub fn inputs(pods: usize) -> Vec<(&'static str, Input)> {
     let mk = |replicas| Input {
         podset: podset(replicas),
         pods: pod_list.clone(),
-        in_flight: InFlight {
-            creations: 0,
-            deletions: Vec::new(),
-        },
+        in_flight: InFlight { creations: 0, deletions: Vec::new() },
         now: 1_700_000_100_000,
     };
-    vec![
-        ("converged", mk(pods)),
-        ("scale-down 10%", mk(pods - pods / 10)),
-    ]
+    vec![("converged", mk(pods)), ("scale-down 10%", mk(pods - pods / 10))]
 }
 
 /// Benchmarks each size for about `budget` per workload (at least 20 samples).
@@ -101,14 +95,8 @@ pub struct Table<'a>(pub &'a [Row]);
 
 impl fmt::Display for Table<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "| pods | workload       | actions | samples |      p50 |      p99 |      max |"
-        )?;
-        writeln!(
-            f,
-            "|-----:|:---------------|--------:|--------:|---------:|---------:|---------:|"
-        )?;
+        writeln!(f, "| pods | workload       | actions | samples |      p50 |      p99 |      max |")?;
+        writeln!(f, "|-----:|:---------------|--------:|--------:|---------:|---------:|---------:|")?;
         for r in self.0 {
             writeln!(
                 f,

@@ -11,8 +11,7 @@ wasmtime::component::bindgen!({
 pub use exports::podset::policy::policy::{Action, Input, PolicyError as GuestError, PolicyInfo};
 pub use podset::policy::log::Level;
 pub use podset::policy::types::{
-    Condition, ConditionStatus, CreatePod, InFlight, KeyValue, Pod, PodName, PodPhase, Podset,
-    PodsetStatus,
+    Condition, ConditionStatus, CreatePod, InFlight, KeyValue, Pod, PodName, PodPhase, Podset, PodsetStatus,
 };
 
 /// The WIT source, compiled in so the contract version cannot drift from it.
@@ -38,9 +37,6 @@ mod tests {
     fn contract_version_is_read_from_the_wit_package() {
         let v = super::contract_version();
         assert_eq!(v.split('.').count(), 3, "{v}");
-        assert_eq!(
-            super::interface_name("log"),
-            format!("podset:policy/log@{v}")
-        );
+        assert_eq!(super::interface_name("log"), format!("podset:policy/log@{v}"));
     }
 }

@@ -22,10 +22,7 @@ pub enum Error {
     #[error(
         "the policy imports {imports:?}, outside the allowlist {allowed:?}: policies get no capability but logging"
     )]
-    ForbiddenImports {
-        imports: Vec<String>,
-        allowed: Vec<String>,
-    },
+    ForbiddenImports { imports: Vec<String>, allowed: Vec<String> },
 
     #[error("incompatible policy: {0}")]
     Incompatible(String),

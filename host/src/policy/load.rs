@@ -14,10 +14,7 @@ use super::{Digest, Error, Policy, PolicyEngine, Result};
 pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Result<Policy> {
     let limits = &engine.limits;
     if bytes.len() > limits.module_bytes {
-        return Err(Error::TooLarge {
-            size: bytes.len(),
-            limit: limits.module_bytes,
-        });
+        return Err(Error::TooLarge { size: bytes.len(), limit: limits.module_bytes });
     }
     check_header(bytes)?;
     let component = Component::new(&engine.engine, bytes).map_err(|e| Error::Invalid(chain(&e)))?;
@@ -27,22 +24,13 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
     let ty = component.component_type();
     // `types` holds only type definitions: importing it grants nothing.
     let allowed = vec![interface_name("log"), interface_name("types")];
-    let forbidden: Vec<String> = ty
-        .imports(&engine.engine)
-        .map(|(name, _)| name.to_string())
-        .filter(|n| !allowed.contains(n))
-        .collect();
+    let forbidden: Vec<String> =
+        ty.imports(&engine.engine).map(|(name, _)| name.to_string()).filter(|n| !allowed.contains(n)).collect();
     if !forbidden.is_empty() {
-        return Err(Error::ForbiddenImports {
-            imports: forbidden,
-            allowed,
-        });
+        return Err(Error::ForbiddenImports { imports: forbidden, allowed });
     }
     let wanted = interface_name("policy");
-    let exports: Vec<String> = ty
-        .exports(&engine.engine)
-        .map(|(name, _)| name.to_string())
-        .collect();
+    let exports: Vec<String> = ty.exports(&engine.engine).map(|(name, _)| name.to_string()).collect();
     if !exports.contains(&wanted) {
         return Err(Error::Incompatible(format!(
             "it exports {exports:?}, but this host calls `{wanted}`; rebuild the policy against wit/ of contract {}",
@@ -50,10 +38,7 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
         )));
     }
 
-    let pre = engine
-        .linker
-        .instantiate_pre(&component)
-        .map_err(|e| Error::Incompatible(chain(&e)))?;
+    let pre = engine.linker.instantiate_pre(&component).map_err(|e| Error::Incompatible(chain(&e)))?;
     let pre = PodsetPolicyPre::new(pre).map_err(|e| Error::Incompatible(chain(&e)))?;
     let info = Policy::call_info(&pre, limits, &digest.to_string())?;
     if !compatible(contract_version(), &info.contract) {
@@ -67,28 +52,18 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
     }
     let short = digest.to_string();
     let label: Arc<str> = format!("{}@{} ({})", info.name, info.version, &short[..19]).into();
-    Ok(Policy {
-        digest,
-        info,
-        pre,
-        limits: limits.clone(),
-        label,
-    })
+    Ok(Policy { digest, info, pre, limits: limits.clone(), label })
 }
 
 fn check_header(bytes: &[u8]) -> Result<()> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
-        return Err(Error::NotWasm {
-            prefix: bytes[..bytes.len().min(8)].to_vec(),
-        });
+        return Err(Error::NotWasm { prefix: bytes[..bytes.len().min(8)].to_vec() });
     }
     match bytes[4..8] {
         [1, 0, 0, 0] => Err(Error::CoreModule),
         // Component binary: version 0x0d, layer 1.
         [0x0d, 0, 1, 0] => Ok(()),
-        ref other => Err(Error::Invalid(format!(
-            "unsupported Wasm version/layer {other:02x?}"
-        ))),
+        ref other => Err(Error::Invalid(format!("unsupported Wasm version/layer {other:02x?}"))),
     }
 }
 
@@ -98,12 +73,7 @@ pub(super) fn compatible(host: &str, policy: &str) -> bool {
         let mut parts = v.trim().split('.');
         let major = parts.next()?.parse().ok()?;
         let minor = parts.next()?.parse().ok()?;
-        parts
-            .next()?
-            .split(['-', '+'])
-            .next()?
-            .parse::<u64>()
-            .ok()?;
+        parts.next()?.split(['-', '+']).next()?.parse::<u64>().ok()?;
         Some((major, minor))
     }
     match (parse(host), parse(policy)) {
@@ -129,19 +99,10 @@ mod tests {
 
     #[test]
     fn headers_are_told_apart() {
-        assert!(matches!(
-            check_header(b"#!/bin/sh\n"),
-            Err(Error::NotWasm { .. })
-        ));
+        assert!(matches!(check_header(b"#!/bin/sh\n"), Err(Error::NotWasm { .. })));
         assert!(matches!(check_header(b"\0as"), Err(Error::NotWasm { .. })));
-        assert!(matches!(
-            check_header(b"\0asm\x01\0\0\0"),
-            Err(Error::CoreModule)
-        ));
+        assert!(matches!(check_header(b"\0asm\x01\0\0\0"), Err(Error::CoreModule)));
         assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
-        assert!(matches!(
-            check_header(b"\0asm\x0e\0\x01\0"),
-            Err(Error::Invalid(_))
-        ));
+        assert!(matches!(check_header(b"\0asm\x0e\0\x01\0"), Err(Error::Invalid(_))));
     }
 }

@@ -26,8 +26,8 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Engine, Store, Trap};
 
 pub use bindings::{
-    Action, Condition, ConditionStatus, CreatePod, GuestError, InFlight, Input, KeyValue, Pod,
-    PodName, PodPhase, Podset, PodsetStatus, PolicyInfo, contract_version,
+    Action, Condition, ConditionStatus, CreatePod, GuestError, InFlight, Input, KeyValue, Pod, PodName, PodPhase,
+    Podset, PodsetStatus, PolicyInfo, contract_version,
 };
 pub use digest::Digest;
 pub use error::Error;
@@ -108,8 +108,7 @@ impl PolicyEngine {
         // The only capability a policy gets.
         PodsetPolicy::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s)
             .map_err(|e| Error::Engine(error::chain(&e)))?;
-        let ticker = EpochTicker::start(engine.clone())
-            .map_err(|e| Error::Engine(format!("epoch thread: {e}")))?;
+        let ticker = EpochTicker::start(engine.clone()).map_err(|e| Error::Engine(format!("epoch thread: {e}")))?;
         Ok(PolicyEngine {
             engine,
             linker,
@@ -133,10 +132,7 @@ impl PolicyEngine {
             return Ok(p);
         }
         let policy = Arc::new(load::load(self, bytes, digest)?);
-        let mut compiled = self
-            .compiled
-            .lock()
-            .map_err(|_| Error::Engine("policy cache lock poisoned".into()))?;
+        let mut compiled = self.compiled.lock().map_err(|_| Error::Engine("policy cache lock poisoned".into()))?;
         Ok(compiled.entry(digest).or_insert(policy).clone())
     }
 
@@ -155,11 +151,7 @@ impl PolicyEngine {
     /// Runs one decision on a blocking thread, at most `concurrency` at once, so slow
     /// policies never occupy the async executor.
     pub async fn decide(&self, policy: Arc<Policy>, input: Input) -> Result<Decision> {
-        let _permit = self
-            .calls
-            .acquire()
-            .await
-            .map_err(|_| Error::Engine("engine shut down".into()))?;
+        let _permit = self.calls.acquire().await.map_err(|_| Error::Engine("engine shut down".into()))?;
         tokio::task::spawn_blocking(move || policy.decide(&input))
             .await
             .map_err(|e| Error::Engine(format!("policy task: {e}")))?
@@ -183,19 +175,15 @@ impl Policy {
     pub fn decide(&self, input: &Input) -> Result<Decision> {
         let started = Instant::now();
         let mut store = self.store();
-        let result = self.pre.instantiate(&mut store).and_then(|instance| {
-            instance
-                .podset_policy_policy()
-                .call_decide(&mut store, input)
-        });
+        let result = self
+            .pre
+            .instantiate(&mut store)
+            .and_then(|instance| instance.podset_policy_policy().call_decide(&mut store, input));
         let elapsed = started.elapsed();
         let actions = match result {
             Ok(Ok(actions)) => actions,
             Ok(Err(refused)) => {
-                return Err(Error::Refused {
-                    reason: refused.reason,
-                    message: refused.message,
-                });
+                return Err(Error::Refused { reason: refused.reason, message: refused.message });
             }
             Err(e) => return Err(self.classify(&e, &store)),
         };
@@ -204,11 +192,7 @@ impl Policy {
     }
 
     /// Calls the policy's `info` export in a fresh instance.
-    fn call_info(
-        pre: &PodsetPolicyPre<Sandbox>,
-        limits: &Limits,
-        label: &str,
-    ) -> Result<PolicyInfo> {
+    fn call_info(pre: &PodsetPolicyPre<Sandbox>, limits: &Limits, label: &str) -> Result<PolicyInfo> {
         let mut store = new_store(pre.engine(), limits, label.into());
         pre.instantiate(&mut store)
             .and_then(|instance| instance.podset_policy_policy().call_info(&mut store))
@@ -236,10 +220,7 @@ fn new_store(engine: &Engine, limits: &Limits, label: Arc<str>) -> Store<Sandbox
 fn classify(e: &wasmtime::Error, store: &Store<Sandbox>, limits: &Limits) -> Error {
     let state = store.data();
     if let Some(requested) = state.memory.denied {
-        return Error::OutOfMemory {
-            requested,
-            limit: limits.memory_bytes,
-        };
+        return Error::OutOfMemory { requested, limit: limits.memory_bytes };
     }
     match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => Error::DeadlineExceeded(limits.deadline),

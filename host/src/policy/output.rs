@@ -16,10 +16,7 @@ pub(super) fn check(actions: &[Action], limits: &Limits) -> Result<()> {
     let max = limits.max_string_bytes;
     let long = |what: &str, s: &str| -> Result<()> {
         if s.len() > max {
-            return Err(Error::InvalidOutput(format!(
-                "{what} is {} bytes, over the {max}-byte limit",
-                s.len()
-            )));
+            return Err(Error::InvalidOutput(format!("{what} is {} bytes, over the {max}-byte limit", s.len())));
         }
         Ok(())
     };
@@ -32,32 +29,19 @@ pub(super) fn check(actions: &[Action], limits: &Limits) -> Result<()> {
     let mut statuses = 0;
     for action in actions {
         match action {
-            Action::CreatePod(CreatePod {
-                name,
-                labels,
-                annotations,
-            }) => {
+            Action::CreatePod(CreatePod { name, labels, annotations }) => {
                 let (PodName::Exact(n) | PodName::Prefix(n)) = name;
                 long("pod name", n)?;
                 pairs("label", labels)?;
                 pairs("annotation", annotations)?;
             }
             Action::DeletePod(name) => long("pod name", name)?,
-            Action::UpdateStatus(PodsetStatus {
-                pod_names,
-                conditions,
-                ..
-            }) => {
+            Action::UpdateStatus(PodsetStatus { pod_names, conditions, .. }) => {
                 statuses += 1;
                 if pod_names.len() > limits.max_actions {
-                    return Err(Error::InvalidOutput(format!(
-                        "status lists {} pod names",
-                        pod_names.len()
-                    )));
+                    return Err(Error::InvalidOutput(format!("status lists {} pod names", pod_names.len())));
                 }
-                pod_names
-                    .iter()
-                    .try_for_each(|n| long("status pod name", n))?;
+                pod_names.iter().try_for_each(|n| long("status pod name", n))?;
                 for c in conditions {
                     long("condition type", &c.type_)?;
                     long("condition reason", &c.reason)?;
@@ -68,9 +52,7 @@ pub(super) fn check(actions: &[Action], limits: &Limits) -> Result<()> {
         }
     }
     if statuses > 1 {
-        return Err(Error::InvalidOutput(format!(
-            "{statuses} status updates in one decision; at most one is allowed"
-        )));
+        return Err(Error::InvalidOutput(format!("{statuses} status updates in one decision; at most one is allowed")));
     }
     Ok(())
 }

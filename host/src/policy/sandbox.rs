@@ -29,15 +29,8 @@ pub(crate) struct Sandbox {
 impl Sandbox {
     pub(crate) fn new(memory_limit: usize, policy: Arc<str>) -> Self {
         Sandbox {
-            memory: MemoryCap {
-                limit: memory_limit,
-                denied: None,
-            },
-            log: CallLog {
-                policy,
-                lines: 0,
-                last_error: None,
-            },
+            memory: MemoryCap { limit: memory_limit, denied: None },
+            log: CallLog { policy, lines: 0, last_error: None },
         }
     }
 
@@ -56,12 +49,7 @@ pub(crate) struct MemoryCap {
 }
 
 impl ResourceLimiter for MemoryCap {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.limit {
             self.denied = Some(desired);
             return Ok(false);
@@ -69,12 +57,7 @@ impl ResourceLimiter for MemoryCap {
         Ok(true)
     }
 
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         // Tables hold function references; a policy needs a few hundred at most.
         Ok(desired <= 100_000)
     }
@@ -130,18 +113,13 @@ impl EpochTicker {
     pub(crate) fn start(engine: Engine) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("policy-epoch".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
-                    engine.increment_epoch();
-                }
-            })?;
-        Ok(EpochTicker {
-            stop,
-            thread: Some(thread),
-        })
+        let thread = std::thread::Builder::new().name("policy-epoch".into()).spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                std::thread::sleep(EPOCH_TICK);
+                engine.increment_epoch();
+            }
+        })?;
+        Ok(EpochTicker { stop, thread: Some(thread) })
     }
 }
 

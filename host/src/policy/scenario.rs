@@ -43,15 +43,9 @@ pub struct Expect {
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
     #[error("cannot read scenario {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("scenario {path} is not valid: {source}")]
-    Parse {
-        path: PathBuf,
-        source: serde_yaml::Error,
-    },
+    Parse { path: PathBuf, source: serde_yaml::Error },
     #[error("scenario {path}: `expect` needs exactly one of `actions` and `error`")]
     Ambiguous { path: PathBuf },
     #[error("expected error {expected}, got actions:\n{actual}")]
@@ -59,25 +53,15 @@ pub enum Failure {
     #[error("expected actions, got error {reason}: {error}")]
     UnexpectedError { reason: &'static str, error: Error },
     #[error("expected error {expected}, got error {reason}: {error}")]
-    WrongError {
-        expected: String,
-        reason: &'static str,
-        error: Error,
-    },
+    WrongError { expected: String, reason: &'static str, error: Error },
     #[error("actions differ (- expected, + actual):\n{diff}")]
     Mismatch { diff: String },
 }
 
 impl Scenario {
     pub fn read(path: &Path) -> Result<Self, Failure> {
-        let text = std::fs::read_to_string(path).map_err(|source| Failure::Read {
-            path: path.into(),
-            source,
-        })?;
-        let s: Scenario = serde_yaml::from_str(&text).map_err(|source| Failure::Parse {
-            path: path.into(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|source| Failure::Read { path: path.into(), source })?;
+        let s: Scenario = serde_yaml::from_str(&text).map_err(|source| Failure::Parse { path: path.into(), source })?;
         if s.expect.actions.is_some() == s.expect.error.is_some() {
             return Err(Failure::Ambiguous { path: path.into() });
         }
@@ -86,23 +70,14 @@ impl Scenario {
 
     /// Runs the scenario once against `policy`.
     pub fn check(&self, policy: &Policy) -> Result<(), Failure> {
-        match (
-            &self.expect.actions,
-            &self.expect.error,
-            policy.decide(&self.input),
-        ) {
+        match (&self.expect.actions, &self.expect.error, policy.decide(&self.input)) {
             (Some(expected), _, Ok(decision)) => {
                 if *expected == decision.actions {
                     return Ok(());
                 }
-                Err(Failure::Mismatch {
-                    diff: diff(&to_yaml(expected), &to_yaml(&decision.actions)),
-                })
+                Err(Failure::Mismatch { diff: diff(&to_yaml(expected), &to_yaml(&decision.actions)) })
             }
-            (Some(_), _, Err(error)) => Err(Failure::UnexpectedError {
-                reason: error.reason(),
-                error,
-            }),
+            (Some(_), _, Err(error)) => Err(Failure::UnexpectedError { reason: error.reason(), error }),
             (None, expected, Ok(decision)) => Err(Failure::UnexpectedSuccess {
                 expected: expected.clone().unwrap_or_default(),
                 actual: to_yaml(&decision.actions),
@@ -122,9 +97,5 @@ pub fn to_yaml(actions: &[Action]) -> String {
 }
 
 fn diff(expected: &str, actual: &str) -> String {
-    TextDiff::from_lines(expected, actual)
-        .unified_diff()
-        .context_radius(3)
-        .header("expected", "actual")
-        .to_string()
+    TextDiff::from_lines(expected, actual).unified_diff().context_radius(3).header("expected", "actual").to_string()
 }

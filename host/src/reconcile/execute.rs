@@ -2,12 +2,12 @@
 //! deletions with a UID precondition, and the status written only when it changed.
 
 use futures::future::join_all;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as K8sCondition, Time};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
 
 use super::Context;
 use super::expectations::OwnerKey;
@@ -42,18 +42,17 @@ async fn create_pod(ctx: &Context, podset: &PodSet, action: &CreatePod) -> Resul
     let ns = podset.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let key = owner_key(podset);
-    match api
-        .create(&PostParams::default(), &pods::build(podset, action))
-        .await
-    {
+    match api.create(&PostParams::default(), &pods::build(podset, action)).await {
         Ok(pod) => {
             let name = pod.name_any();
             // The watch may have delivered the pod already; then nothing is in flight.
             if ctx.pods.get(&ObjectRef::new(&name).within(&ns)).is_none() {
                 ctx.expectations.expect_creation(&key, &name);
             }
+            let related = pod_ref(&ns, &name, &pod.uid().unwrap_or_default());
             ctx.event(
                 podset,
+                Some(related),
                 EventType::Normal,
                 "SuccessfulCreate",
                 "Create",
@@ -63,38 +62,24 @@ async fn create_pod(ctx: &Context, podset: &PodSet, action: &CreatePod) -> Resul
             Ok(())
         }
         Err(e) => {
-            ctx.event(
-                podset,
-                EventType::Warning,
-                "FailedCreate",
-                "Create",
-                format!("Error creating pod: {e}"),
-            )
-            .await;
+            ctx.event(podset, None, EventType::Warning, "FailedCreate", "Create", format!("Error creating pod: {e}"))
+                .await;
             Err(e.into())
         }
     }
 }
 
-pub async fn delete_pods(
-    ctx: &Context,
-    podset: &PodSet,
-    deletes: &[(String, String)],
-) -> Result<()> {
+pub async fn delete_pods(ctx: &Context, podset: &PodSet, deletes: &[(String, String)]) -> Result<()> {
     let ns = podset.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let key = owner_key(podset);
     let results = join_all(deletes.iter().map(|(name, uid)| {
-        let api = api.clone();
-        let key = key.clone();
+        let (api, key, ns) = (api.clone(), key.clone(), ns.as_str());
         async move {
             // The UID precondition: if the pod was replaced by a namesake since the
             // policy decided, the namesake is left alone.
             let dp = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(uid.clone()),
-                    resource_version: None,
-                }),
+                preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
                 ..DeleteParams::default()
             };
             match api.delete(name, &dp).await {
@@ -102,6 +87,7 @@ pub async fn delete_pods(
                     ctx.expectations.expect_deletion(&key, name);
                     ctx.event(
                         podset,
+                        Some(pod_ref(&ns, name, uid)),
                         EventType::Normal,
                         "SuccessfulDelete",
                         "Delete",
@@ -115,6 +101,7 @@ pub async fn delete_pods(
                 Err(e) => {
                     ctx.event(
                         podset,
+                        Some(pod_ref(&ns, name, uid)),
                         EventType::Warning,
                         "FailedDelete",
                         "Delete",
@@ -193,20 +180,13 @@ pub async fn write_status(ctx: &Context, podset: &PodSet, next: PodSetStatus) ->
     if current == next {
         return Ok(false);
     }
-    let api: Api<PodSet> =
-        Api::namespaced(ctx.client.clone(), &podset.namespace().unwrap_or_default());
-    let mut body = serde_json::to_value(&next)
-        .map_err(|e| Error::Internal(format!("serializing status: {e}")))?;
+    let api: Api<PodSet> = Api::namespaced(ctx.client.clone(), &podset.namespace().unwrap_or_default());
+    let mut body = serde_json::to_value(&next).map_err(|e| Error::Internal(format!("serializing status: {e}")))?;
     // A merge patch leaves out fields untouched; conditions must be replaced even when
     // the list became empty.
     body["conditions"] = serde_json::to_value(&next.conditions).unwrap_or_default();
     let patch = serde_json::json!({ "status": body });
-    api.patch_status(
-        &podset.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
+    api.patch_status(&podset.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
     Ok(true)
 }
 
@@ -214,19 +194,16 @@ pub fn owner_key(podset: &PodSet) -> OwnerKey {
     (podset.namespace().unwrap_or_default(), podset.name_any())
 }
 
-/// Makes an Event about `podset`.
-pub fn event(reason: &str, action: &str, note: String, type_: EventType) -> Event {
-    Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: action.into(),
-        secondary: None,
+/// A reference to a pod for Events, from what is known without fetching it.
+fn pod_ref(namespace: &str, name: &str, uid: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(namespace.into()),
+        name: Some(name.into()),
+        uid: Some(uid.into()),
+        ..ObjectReference::default()
     }
-}
-
-pub fn reference(podset: &PodSet) -> k8s_openapi::api::core::v1::ObjectReference {
-    podset.object_ref(&())
 }
 
 #[cfg(test)]
@@ -255,83 +232,27 @@ mod tests {
 
     #[test]
     fn transition_time_moves_only_when_status_changes() {
-        let mut ps = PodSet::new(
-            "web",
-            PodSetSpec {
-                replicas: 1,
-                template: None,
-                policy_ref: None,
-            },
-        );
+        let mut ps = PodSet::new("web", PodSetSpec { replicas: 1, template: None, policy_ref: None });
         ps.metadata.generation = Some(1);
-        let first = next_status(
-            &ps,
-            Some(&policy_status(ConditionStatus::False)),
-            None,
-            None,
-            &at(100),
-        );
+        let first = next_status(&ps, Some(&policy_status(ConditionStatus::False)), None, None, &at(100));
         ps.status = Some(first);
-        let same = next_status(
-            &ps,
-            Some(&policy_status(ConditionStatus::False)),
-            None,
-            None,
-            &at(200),
-        );
+        let same = next_status(&ps, Some(&policy_status(ConditionStatus::False)), None, None, &at(200));
         assert_eq!(same.conditions[0].last_transition_time, at(100));
-        let flipped = next_status(
-            &ps,
-            Some(&policy_status(ConditionStatus::True)),
-            None,
-            None,
-            &at(300),
-        );
+        let flipped = next_status(&ps, Some(&policy_status(ConditionStatus::True)), None, None, &at(300));
         assert_eq!(flipped.conditions[0].last_transition_time, at(300));
     }
 
     #[test]
     fn policy_failed_is_set_kept_and_cleared() {
-        let mut ps = PodSet::new(
-            "web",
-            PodSetSpec {
-                replicas: 1,
-                template: None,
-                policy_ref: None,
-            },
-        );
-        ps.status = Some(next_status(
-            &ps,
-            Some(&policy_status(ConditionStatus::True)),
-            None,
-            Some("sha256:a".into()),
-            &at(1),
-        ));
-        let failed = next_status(
-            &ps,
-            None,
-            Some(("DeadlineExceeded", "too slow")),
-            None,
-            &at(2),
-        );
-        assert_eq!(
-            failed.conditions.len(),
-            2,
-            "the policy's own conditions stay while it fails"
-        );
-        assert_eq!(
-            failed.pod_names,
-            vec!["web-a".to_string()],
-            "pods and status are left as they were"
-        );
+        let mut ps = PodSet::new("web", PodSetSpec { replicas: 1, template: None, policy_ref: None });
+        ps.status =
+            Some(next_status(&ps, Some(&policy_status(ConditionStatus::True)), None, Some("sha256:a".into()), &at(1)));
+        let failed = next_status(&ps, None, Some(("DeadlineExceeded", "too slow")), None, &at(2));
+        assert_eq!(failed.conditions.len(), 2, "the policy's own conditions stay while it fails");
+        assert_eq!(failed.pod_names, vec!["web-a".to_string()], "pods and status are left as they were");
         assert_eq!(failed.policy_digest.as_deref(), Some("sha256:a"));
         ps.status = Some(failed);
         let recovered = next_status(&ps, None, None, None, &at(3));
-        assert!(
-            recovered
-                .conditions
-                .iter()
-                .all(|c| c.type_ != POLICY_FAILED)
-        );
+        assert!(recovered.conditions.iter().all(|c| c.type_ != POLICY_FAILED));
     }
 }

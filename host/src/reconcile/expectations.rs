@@ -80,16 +80,10 @@ impl Expectations {
     /// already shows (`lookup` tells what the cache holds for a pod name).
     pub fn in_flight(&self, owner: &OwnerKey, lookup: impl Fn(&str) -> Seen) -> InFlight {
         let Ok(mut entries) = self.entries.lock() else {
-            return InFlight {
-                creations: 0,
-                deletions: Vec::new(),
-            };
+            return InFlight { creations: 0, deletions: Vec::new() };
         };
         let Some(p) = entries.get_mut(owner) else {
-            return InFlight {
-                creations: 0,
-                deletions: Vec::new(),
-            };
+            return InFlight { creations: 0, deletions: Vec::new() };
         };
         p.expire(Instant::now());
         p.creations.retain(|name, _| lookup(name) == Seen::Absent);
@@ -100,19 +94,12 @@ impl Expectations {
         if p.is_empty() {
             entries.remove(owner);
         }
-        InFlight {
-            creations,
-            deletions,
-        }
+        InFlight { creations, deletions }
     }
 
     /// Whether anything is in flight for `owner` (for tests and diagnostics).
     pub fn pending(&self, owner: &OwnerKey) -> usize {
-        self.entries
-            .lock()
-            .ok()
-            .and_then(|e| e.get(owner).map(|p| p.creations.len() + p.deletions.len()))
-            .unwrap_or(0)
+        self.entries.lock().ok().and_then(|e| e.get(owner).map(|p| p.creations.len() + p.deletions.len())).unwrap_or(0)
     }
 
     /// Forget everything about a PodSet that is gone.
@@ -143,13 +130,7 @@ mod tests {
         let e = Expectations::default();
         e.expect_creation(&key(), "web-a");
         e.expect_creation(&key(), "web-b");
-        let f = e.in_flight(&key(), |n| {
-            if n == "web-a" {
-                Seen::Present
-            } else {
-                Seen::Absent
-            }
-        });
+        let f = e.in_flight(&key(), |n| if n == "web-a" { Seen::Present } else { Seen::Absent });
         assert_eq!(f.creations, 1);
         e.observe(&key(), "web-b", Seen::Present);
         assert_eq!(e.in_flight(&key(), |_| Seen::Absent).creations, 0);
@@ -161,20 +142,10 @@ mod tests {
         let e = Expectations::default();
         e.expect_deletion(&key(), "web-a");
         e.expect_deletion(&key(), "web-b");
-        let f = e.in_flight(&key(), |n| {
-            if n == "web-a" {
-                Seen::Present
-            } else {
-                Seen::Terminating
-            }
-        });
+        let f = e.in_flight(&key(), |n| if n == "web-a" { Seen::Present } else { Seen::Terminating });
         assert_eq!(f.deletions, vec!["web-a".to_string()]);
         e.observe(&key(), "web-a", Seen::Present);
-        assert_eq!(
-            e.pending(&key()),
-            1,
-            "an update that still shows the pod settles nothing"
-        );
+        assert_eq!(e.pending(&key()), 1, "an update that still shows the pod settles nothing");
         e.observe(&key(), "web-a", Seen::Absent);
         assert_eq!(e.pending(&key()), 0);
     }

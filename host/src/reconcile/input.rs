@@ -19,14 +19,7 @@ pub fn build(podset: &PodSet, owned: &[&Pod], in_flight: InFlight) -> Input {
             namespace: podset.namespace().unwrap_or_default(),
             uid: podset.uid().unwrap_or_default(),
             generation: podset.metadata.generation.unwrap_or(0),
-            labels: podset
-                .labels()
-                .iter()
-                .map(|(k, v)| KeyValue {
-                    key: k.clone(),
-                    value: v.clone(),
-                })
-                .collect(),
+            labels: podset.labels().iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect(),
             replicas: podset.spec.replicas,
             status: PodsetStatus {
                 pod_names: status.pod_names,
@@ -43,9 +36,7 @@ pub fn build(podset: &PodSet, owned: &[&Pod], in_flight: InFlight) -> Input {
         },
         pods: owned.iter().map(|p| pods::to_policy(p)).collect(),
         in_flight,
-        now: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64),
+        now: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64),
     }
 }
 

@@ -17,13 +17,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{Instrument, info_span, warn};
 
 use crate::crd::PodSet;
@@ -80,21 +80,20 @@ impl Context {
         }
     }
 
-    /// Publishes an Event on `podset`; a failure to publish is logged, never fatal.
+    /// Publishes an Event on `podset`, about `related` when given (the pod acted on:
+    /// it makes each pod's Event its own series instead of being folded into the
+    /// first one's). A failure to publish is logged, never fatal.
     pub async fn event(
         &self,
         podset: &PodSet,
+        related: Option<ObjectReference>,
         type_: EventType,
         reason: &str,
         action: &str,
         note: String,
     ) {
-        let ev = execute::event(reason, action, note, type_);
-        if let Err(e) = self
-            .recorder
-            .publish(&ev, &execute::reference(podset))
-            .await
-        {
+        let ev = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: related };
+        if let Err(e) = self.recorder.publish(&ev, &podset.object_ref(&())).await {
             warn!(podset = %podset.name_any(), "cannot publish event {reason}: {e}");
         }
     }
@@ -103,25 +102,14 @@ impl Context {
     fn owned_pods(&self, podset: &PodSet) -> Vec<Arc<Pod>> {
         let uid = podset.uid().unwrap_or_default();
         let ns = podset.namespace();
-        self.pods
-            .state()
-            .into_iter()
-            .filter(|p| p.namespace() == ns && pods::controlled_by(p, &uid))
-            .collect()
+        self.pods.state().into_iter().filter(|p| p.namespace() == ns && pods::controlled_by(p, &uid)).collect()
     }
 
     /// Reports a PodSet its policy could not decide for: Warning Event, PolicyFailed
     /// condition, metric. Its pods are left exactly as they are.
     async fn report_failure(&self, podset: &PodSet, reason: &str, message: &str) {
         self.metrics.policy_failure(reason);
-        self.event(
-            podset,
-            EventType::Warning,
-            "PolicyFailed",
-            "Reconcile",
-            format!("{reason}: {message}"),
-        )
-        .await;
+        self.event(podset, None, EventType::Warning, "PolicyFailed", "Reconcile", format!("{reason}: {message}")).await;
         let next = execute::next_status(podset, None, Some((reason, message)), None, &now());
         if let Err(e) = execute::write_status(self, podset, next).await {
             warn!(podset = %podset.name_any(), "cannot write PolicyFailed condition: {e}");
@@ -135,7 +123,8 @@ fn now() -> Time {
 
 /// One reconcile of one PodSet.
 pub async fn reconcile(podset: Arc<PodSet>, ctx: Arc<Context>) -> Result<Action> {
-    let span = info_span!("reconcile", podset = %format!("{}/{}", podset.namespace().unwrap_or_default(), podset.name_any()));
+    let span =
+        info_span!("reconcile", podset = %format!("{}/{}", podset.namespace().unwrap_or_default(), podset.name_any()));
     async move {
         let started = Instant::now();
         let result = reconcile_inner(&podset, &ctx).await;
@@ -169,10 +158,7 @@ async fn reconcile_inner(podset: &PodSet, ctx: &Context) -> Result<Action> {
     let owned = ctx.owned_pods(podset);
     let owned: Vec<&Pod> = owned.iter().map(Arc::as_ref).collect();
     let in_flight = ctx.expectations.in_flight(&key, |name| {
-        match owned
-            .iter()
-            .find(|p| p.metadata.name.as_deref() == Some(name))
-        {
+        match owned.iter().find(|p| p.metadata.name.as_deref() == Some(name)) {
             Some(p) if p.metadata.deletion_timestamp.is_some() => Seen::Terminating,
             Some(_) => Seen::Present,
             None => Seen::Absent,
@@ -183,12 +169,8 @@ async fn reconcile_inner(podset: &PodSet, ctx: &Context) -> Result<Action> {
     let decision = match ctx.engine.decide(policy.clone(), input).await {
         Ok(d) => d,
         Err(source) => {
-            ctx.report_failure(podset, source.reason(), &source.to_string())
-                .await;
-            return Err(Error::Policy {
-                policy: policy.label().to_string(),
-                source,
-            });
+            ctx.report_failure(podset, source.reason(), &source.to_string()).await;
+            return Err(Error::Policy { policy: policy.label().to_string(), source });
         }
     };
     ctx.metrics.decided(decision.elapsed);
@@ -196,22 +178,13 @@ async fn reconcile_inner(podset: &PodSet, ctx: &Context) -> Result<Action> {
         Ok(c) => c,
         Err(reason) => {
             ctx.report_failure(podset, "InvalidDecision", &reason).await;
-            return Err(Error::Rejected {
-                policy: policy.label().to_string(),
-                reason,
-            });
+            return Err(Error::Rejected { policy: policy.label().to_string(), reason });
         }
     };
 
     execute::create_pods(ctx, podset, &checked.creates).await?;
     execute::delete_pods(ctx, podset, &checked.deletes).await?;
-    let next = execute::next_status(
-        podset,
-        checked.status.as_ref(),
-        None,
-        Some(policy.digest().to_string()),
-        &now(),
-    );
+    let next = execute::next_status(podset, checked.status.as_ref(), None, Some(policy.digest().to_string()), &now());
     execute::write_status(ctx, podset, next).await?;
     Ok(Action::requeue(checked.requeue.unwrap_or(ctx.resync)))
 }
@@ -224,9 +197,7 @@ pub fn error_policy(podset: Arc<PodSet>, error: &Error, ctx: Arc<Context>) -> Ac
         *n = n.saturating_add(1);
         *n
     });
-    let delay = BACKOFF_BASE
-        .saturating_mul(1u32 << attempts.saturating_sub(1).min(16))
-        .min(BACKOFF_MAX);
+    let delay = BACKOFF_BASE.saturating_mul(1u32 << attempts.saturating_sub(1).min(16)).min(BACKOFF_MAX);
     warn!(podset = %format!("{}/{}", podset.namespace().unwrap_or_default(), podset.name_any()), attempts, retry_in = ?delay, "reconcile failed: {error}");
     Action::requeue(delay)
 }
@@ -243,11 +214,7 @@ pub fn pod_events(
         .reflect(writer)
         .inspect_ok(move |ev| match ev {
             watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
-                let seen = if p.metadata.deletion_timestamp.is_some() {
-                    Seen::Terminating
-                } else {
-                    Seen::Present
-                };
+                let seen = if p.metadata.deletion_timestamp.is_some() { Seen::Terminating } else { Seen::Present };
                 ctx_expectations(p, seen);
             }
             watcher::Event::Delete(p) => ctx_expectations(p, Seen::Absent),
@@ -258,11 +225,7 @@ pub fn pod_events(
 
 /// Settles the expectation for `pod` if its controller is a PodSet.
 pub fn observe(expectations: &Expectations, pod: &Pod, seen: Seen) {
-    let Some(owner) = pod
-        .owner_references()
-        .iter()
-        .find(|r| r.controller == Some(true) && r.kind == "PodSet")
-    else {
+    let Some(owner) = pod.owner_references().iter().find(|r| r.controller == Some(true) && r.kind == "PodSet") else {
         return;
     };
     let key = (pod.namespace().unwrap_or_default(), owner.name.clone());

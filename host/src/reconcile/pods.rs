@@ -3,8 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile,
-    SecurityContext,
+    Capabilities, Container, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile, SecurityContext,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
@@ -28,10 +27,7 @@ pub fn default_template() -> PodTemplateSpec {
                 command: Some(vec!["sleep".into(), "3600".into()]),
                 ..Container::default()
             }],
-            security_context: Some(PodSecurityContext {
-                run_as_user: Some(1000),
-                ..PodSecurityContext::default()
-            }),
+            security_context: Some(PodSecurityContext { run_as_user: Some(1000), ..PodSecurityContext::default() }),
             ..PodSpec::default()
         }),
     }
@@ -47,27 +43,13 @@ pub fn selector_labels(podset: &PodSet) -> BTreeMap<String, String> {
 /// reference (so the garbage collector removes it with the PodSet), and the restricted
 /// security context, which a template cannot weaken.
 pub fn build(podset: &PodSet, action: &CreatePod) -> Pod {
-    let template = podset
-        .spec
-        .template
-        .clone()
-        .unwrap_or_else(default_template);
+    let template = podset.spec.template.clone().unwrap_or_else(default_template);
     let tmeta = template.metadata.unwrap_or_default();
     let mut labels = tmeta.labels.unwrap_or_default();
-    labels.extend(
-        action
-            .labels
-            .iter()
-            .map(|kv| (kv.key.clone(), kv.value.clone())),
-    );
+    labels.extend(action.labels.iter().map(|kv| (kv.key.clone(), kv.value.clone())));
     labels.extend(selector_labels(podset));
     let mut annotations = tmeta.annotations.unwrap_or_default();
-    annotations.extend(
-        action
-            .annotations
-            .iter()
-            .map(|kv| (kv.key.clone(), kv.value.clone())),
-    );
+    annotations.extend(action.annotations.iter().map(|kv| (kv.key.clone(), kv.value.clone())));
 
     let (name, generate_name) = match &action.name {
         PodName::Exact(n) => (Some(n.clone()), None),
@@ -83,12 +65,9 @@ pub fn build(podset: &PodSet, action: &CreatePod) -> Pod {
             labels: Some(labels),
             annotations: (!annotations.is_empty()).then_some(annotations),
             // blockOwnerDeletion: foreground deletion of the PodSet waits for its pods.
-            owner_references: podset.controller_owner_ref(&()).map(|r| {
-                vec![OwnerReference {
-                    block_owner_deletion: Some(true),
-                    ..r
-                }]
-            }),
+            owner_references: podset
+                .controller_owner_ref(&())
+                .map(|r| vec![OwnerReference { block_owner_deletion: Some(true), ..r }]),
             ..ObjectMeta::default()
         },
         spec: Some(spec),
@@ -103,41 +82,27 @@ fn restrict(spec: &mut PodSpec) {
     if psc.seccomp_profile.is_none() {
         psc.seccomp_profile = Some(runtime_default());
     }
-    let containers = spec
-        .containers
-        .iter_mut()
-        .chain(spec.init_containers.iter_mut().flatten());
+    let containers = spec.containers.iter_mut().chain(spec.init_containers.iter_mut().flatten());
     for c in containers {
         let sc = c.security_context.get_or_insert_with(Default::default);
         *sc = SecurityContext {
             allow_privilege_escalation: Some(false),
             privileged: Some(false),
             run_as_non_root: Some(true),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".into()]),
-                add: None,
-            }),
-            seccomp_profile: sc
-                .seccomp_profile
-                .take()
-                .or_else(|| Some(runtime_default())),
+            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), add: None }),
+            seccomp_profile: sc.seccomp_profile.take().or_else(|| Some(runtime_default())),
             ..sc.clone()
         };
     }
 }
 
 fn runtime_default() -> SeccompProfile {
-    SeccompProfile {
-        type_: "RuntimeDefault".into(),
-        localhost_profile: None,
-    }
+    SeccompProfile { type_: "RuntimeDefault".into(), localhost_profile: None }
 }
 
 /// Whether `pod` is controlled by the PodSet with `uid` (controller owner reference).
 pub fn controlled_by(pod: &Pod, uid: &str) -> bool {
-    pod.owner_references()
-        .iter()
-        .any(|r| r.controller == Some(true) && r.uid == uid)
+    pod.owner_references().iter().any(|r| r.controller == Some(true) && r.uid == uid)
 }
 
 /// The pod as a policy sees it.
@@ -154,9 +119,8 @@ pub fn to_policy(pod: &Pod) -> policy::Pod {
     let ready = status
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    let restart_count = status
-        .and_then(|s| s.container_statuses.as_ref())
-        .map_or(0, |cs| cs.iter().map(|c| c.restart_count).sum());
+    let restart_count =
+        status.and_then(|s| s.container_statuses.as_ref()).map_or(0, |cs| cs.iter().map(|c| c.restart_count).sum());
     policy::Pod {
         name: pod.name_any(),
         uid: pod.uid().unwrap_or_default(),
@@ -164,19 +128,8 @@ pub fn to_policy(pod: &Pod) -> policy::Pod {
         ready,
         deleting: pod.metadata.deletion_timestamp.is_some(),
         node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-        created_at: pod
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map_or(0, |t| t.0.as_millisecond()),
-        labels: pod
-            .labels()
-            .iter()
-            .map(|(k, v)| policy::KeyValue {
-                key: k.clone(),
-                value: v.clone(),
-            })
-            .collect(),
+        created_at: pod.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_millisecond()),
+        labels: pod.labels().iter().map(|(k, v)| policy::KeyValue { key: k.clone(), value: v.clone() }).collect(),
         restart_count,
     }
 }
@@ -187,14 +140,7 @@ mod tests {
     use crate::crd::PodSetSpec;
 
     fn podset() -> PodSet {
-        let mut ps = PodSet::new(
-            "web",
-            PodSetSpec {
-                replicas: 3,
-                template: None,
-                policy_ref: None,
-            },
-        );
+        let mut ps = PodSet::new("web", PodSetSpec { replicas: 3, template: None, policy_ref: None });
         ps.metadata.namespace = Some("team-a".into());
         ps.metadata.uid = Some("uid-web".into());
         ps
@@ -203,13 +149,7 @@ mod tests {
     fn create(labels: &[(&str, &str)]) -> CreatePod {
         CreatePod {
             name: PodName::Prefix("web-".into()),
-            labels: labels
-                .iter()
-                .map(|(k, v)| policy::KeyValue {
-                    key: (*k).into(),
-                    value: (*v).into(),
-                })
-                .collect(),
+            labels: labels.iter().map(|(k, v)| policy::KeyValue { key: (*k).into(), value: (*v).into() }).collect(),
             annotations: Vec::new(),
         }
     }
@@ -220,26 +160,17 @@ mod tests {
         assert_eq!(pod.metadata.generate_name.as_deref(), Some("web-"));
         assert_eq!(pod.metadata.namespace.as_deref(), Some("team-a"));
         let owner = &pod.metadata.owner_references.as_ref().unwrap()[0];
-        assert_eq!(
-            (owner.kind.as_str(), owner.uid.as_str()),
-            ("PodSet", "uid-web")
-        );
+        assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("PodSet", "uid-web"));
         assert_eq!(owner.controller, Some(true));
         assert_eq!(owner.block_owner_deletion, Some(true));
         let labels = pod.metadata.labels.as_ref().unwrap();
         assert_eq!(labels[SELECTOR_LABEL], "web");
         assert_eq!(labels["tier"], "web");
         let spec = pod.spec.as_ref().unwrap();
-        assert_eq!(
-            spec.security_context.as_ref().unwrap().run_as_non_root,
-            Some(true)
-        );
+        assert_eq!(spec.security_context.as_ref().unwrap().run_as_non_root, Some(true));
         let sc = spec.containers[0].security_context.as_ref().unwrap();
         assert_eq!(sc.allow_privilege_escalation, Some(false));
-        assert_eq!(
-            sc.capabilities.as_ref().unwrap().drop.as_deref(),
-            Some(&["ALL".to_string()][..])
-        );
+        assert_eq!(sc.capabilities.as_ref().unwrap().drop.as_deref(), Some(&["ALL".to_string()][..]));
         assert_eq!(sc.seccomp_profile.as_ref().unwrap().type_, "RuntimeDefault");
         assert!(controlled_by(&pod, "uid-web"));
         assert!(!controlled_by(&pod, "uid-other"));
@@ -250,10 +181,7 @@ mod tests {
         let mut ps = podset();
         let mut t = default_template();
         t.metadata = Some(ObjectMeta {
-            labels: Some(BTreeMap::from([(
-                SELECTOR_LABEL.to_string(),
-                "other".to_string(),
-            )])),
+            labels: Some(BTreeMap::from([(SELECTOR_LABEL.to_string(), "other".to_string())])),
             ..Default::default()
         });
         let spec = t.spec.as_mut().unwrap();
@@ -265,13 +193,7 @@ mod tests {
         ps.spec.template = Some(t);
         let pod = build(&ps, &create(&[(SELECTOR_LABEL, "evil")]));
         assert_eq!(pod.metadata.labels.as_ref().unwrap()[SELECTOR_LABEL], "web");
-        let sc = pod.spec.as_ref().unwrap().containers[0]
-            .security_context
-            .as_ref()
-            .unwrap();
-        assert_eq!(
-            (sc.privileged, sc.allow_privilege_escalation),
-            (Some(false), Some(false))
-        );
+        let sc = pod.spec.as_ref().unwrap().containers[0].security_context.as_ref().unwrap();
+        assert_eq!((sc.privileged, sc.allow_privilege_escalation), (Some(false), Some(false)));
     }
 }

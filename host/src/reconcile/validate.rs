@@ -31,12 +31,7 @@ pub struct Checked {
 
 /// `owned` are the pods the PodSet controls (owner UID checked); `in_flight` what the
 /// policy was told is pending.
-pub fn check(
-    actions: Vec<Action>,
-    podset: &PodSet,
-    owned: &[&Pod],
-    in_flight: &InFlight,
-) -> Result<Checked, String> {
+pub fn check(actions: Vec<Action>, podset: &PodSet, owned: &[&Pod], in_flight: &InFlight) -> Result<Checked, String> {
     let mut out = Checked::default();
     let uid = podset.uid().unwrap_or_default();
     let mut deleting: HashSet<String> = HashSet::new();
@@ -67,13 +62,10 @@ pub fn check(
     }
 
     // Never more pods than the spec asks for, counting what is active and in flight.
-    let active = owned
-        .iter()
-        .filter(|p| is_active(p) && !in_flight.deletions.iter().any(|d| *d == p.name_any()))
-        .count();
-    let allowed = usize::try_from(podset.spec.replicas)
-        .unwrap_or(0)
-        .saturating_sub(active + in_flight.creations as usize);
+    let active =
+        owned.iter().filter(|p| is_active(p) && !in_flight.deletions.iter().any(|d| *d == p.name_any())).count();
+    let allowed =
+        usize::try_from(podset.spec.replicas).unwrap_or(0).saturating_sub(active + in_flight.creations as usize);
     if out.creates.len() > allowed {
         return Err(format!(
             "asked to create {} pods, but spec.replicas={} with {active} active and {} being created allows {allowed}",
@@ -86,11 +78,7 @@ pub fn check(
 }
 
 fn is_active(pod: &Pod) -> bool {
-    let phase = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending");
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
     matches!(phase, "Pending" | "Running") && pod.metadata.deletion_timestamp.is_none()
 }
 
@@ -102,15 +90,12 @@ fn check_create(c: &CreatePod) -> Result<(), String> {
         // The API server appends 5 characters to a generateName prefix.
         PodName::Prefix(p) => {
             let base = p.strip_suffix('-').unwrap_or(p);
-            dns1123_subdomain(base, 253 - 6)
-                .map_err(|e| format!("create-pod prefix {p:?}: {e}"))?;
+            dns1123_subdomain(base, 253 - 6).map_err(|e| format!("create-pod prefix {p:?}: {e}"))?;
         }
     }
     for KeyValue { key, value } in &c.labels {
         if key == SELECTOR_LABEL {
-            return Err(format!(
-                "label {SELECTOR_LABEL} is the operator's selector; a policy may not set it"
-            ));
+            return Err(format!("label {SELECTOR_LABEL} is the operator's selector; a policy may not set it"));
         }
         qualified_name(key).map_err(|e| format!("label key {key:?}: {e}"))?;
         label_value(value).map_err(|e| format!("label {key:?} value {value:?}: {e}"))?;
@@ -124,38 +109,25 @@ fn check_create(c: &CreatePod) -> Result<(), String> {
 fn check_status(s: &PodsetStatus, podset: &PodSet, owned: &[&Pod]) -> Result<(), String> {
     let generation = podset.metadata.generation.unwrap_or(0);
     if s.observed_generation < 0 || s.observed_generation > generation {
-        return Err(format!(
-            "status observed-generation {} is not in 0..={generation}",
-            s.observed_generation
-        ));
+        return Err(format!("status observed-generation {} is not in 0..={generation}", s.observed_generation));
     }
     let names: HashSet<String> = owned.iter().map(|p| p.name_any()).collect();
     if let Some(stranger) = s.pod_names.iter().find(|n| !names.contains(*n)) {
-        return Err(format!(
-            "status pod-names lists {stranger:?}, which is not a pod of this PodSet"
-        ));
+        return Err(format!("status pod-names lists {stranger:?}, which is not a pod of this PodSet"));
     }
     if s.available_replicas < 0 || s.available_replicas as usize > names.len() {
-        return Err(format!(
-            "status available-replicas {} with {} pods",
-            s.available_replicas,
-            names.len()
-        ));
+        return Err(format!("status available-replicas {} with {} pods", s.available_replicas, names.len()));
     }
     let mut types = HashSet::new();
     for c in &s.conditions {
         if HOST_CONDITIONS.contains(&c.type_.as_str()) {
-            return Err(format!(
-                "condition {:?} is set by the operator, not by policies",
-                c.type_
-            ));
+            return Err(format!("condition {:?} is set by the operator, not by policies", c.type_));
         }
         qualified_name(&c.type_).map_err(|e| format!("condition type {:?}: {e}", c.type_))?;
         if !types.insert(c.type_.as_str()) {
             return Err(format!("condition {:?} appears twice", c.type_));
         }
-        condition_reason(&c.reason)
-            .map_err(|e| format!("condition {:?} reason {:?}: {e}", c.type_, c.reason))?;
+        condition_reason(&c.reason).map_err(|e| format!("condition {:?} reason {:?}: {e}", c.type_, c.reason))?;
         if c.message.len() > 32 * 1024 {
             return Err(format!("condition {:?} message is over 32 KiB", c.type_));
         }
@@ -169,15 +141,12 @@ fn dns1123_subdomain(s: &str, max: usize) -> Result<(), String> {
     }
     let ok_label = |l: &str| {
         !l.is_empty()
-            && l.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !l.starts_with('-')
             && !l.ends_with('-')
     };
     if !s.split('.').all(ok_label) {
-        return Err(
-            "must be lowercase alphanumerics, '-' and '.', starting and ending alphanumeric".into(),
-        );
+        return Err("must be lowercase alphanumerics, '-' and '.', starting and ending alphanumeric".into());
     }
     Ok(())
 }
@@ -203,15 +172,11 @@ fn label_value(s: &str) -> Result<(), String> {
         return Err("must be at most 63 characters".into());
     }
     let edge_ok = |c: Option<char>| c.is_none_or(|c| c.is_ascii_alphanumeric());
-    if !s
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    if !s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         || !edge_ok(s.chars().next())
         || !edge_ok(s.chars().last())
     {
-        return Err(
-            "must be alphanumerics, '-', '_' or '.', starting and ending alphanumeric".into(),
-        );
+        return Err("must be alphanumerics, '-', '_' or '.', starting and ending alphanumeric".into());
     }
     Ok(())
 }
@@ -220,16 +185,9 @@ fn label_value(s: &str) -> Result<(), String> {
 fn condition_reason(s: &str) -> Result<(), String> {
     let ok = s.len() <= 1024
         && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ',' | ':'))
-        && s.chars()
-            .last()
-            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err("must be CamelCase (letters, digits, '_', ',' or ':'), starting with a letter".into())
-    }
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ',' | ':'))
+        && s.chars().last().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok { Ok(()) } else { Err("must be CamelCase (letters, digits, '_', ',' or ':'), starting with a letter".into()) }
 }
 
 #[cfg(test)]
@@ -240,14 +198,7 @@ mod tests {
     use crate::reconcile::pods;
 
     fn podset(replicas: i32) -> PodSet {
-        let mut ps = PodSet::new(
-            "web",
-            PodSetSpec {
-                replicas,
-                template: None,
-                policy_ref: None,
-            },
-        );
+        let mut ps = PodSet::new("web", PodSetSpec { replicas, template: None, policy_ref: None });
         ps.metadata.namespace = Some("ns".into());
         ps.metadata.uid = Some("uid-web".into());
         ps.metadata.generation = Some(2);
@@ -257,29 +208,18 @@ mod tests {
     fn owned_pod(ps: &PodSet, name: &str) -> Pod {
         let mut p = pods::build(
             ps,
-            &CreatePod {
-                name: PodName::Exact(name.into()),
-                labels: Vec::new(),
-                annotations: Vec::new(),
-            },
+            &CreatePod { name: PodName::Exact(name.into()), labels: Vec::new(), annotations: Vec::new() },
         );
         p.metadata.uid = Some(format!("uid-{name}"));
         p
     }
 
     fn create(name: PodName) -> Action {
-        Action::CreatePod(CreatePod {
-            name,
-            labels: Vec::new(),
-            annotations: Vec::new(),
-        })
+        Action::CreatePod(CreatePod { name, labels: Vec::new(), annotations: Vec::new() })
     }
 
     fn none() -> InFlight {
-        InFlight {
-            creations: 0,
-            deletions: Vec::new(),
-        }
+        InFlight { creations: 0, deletions: Vec::new() }
     }
 
     #[test]
@@ -287,21 +227,14 @@ mod tests {
         let ps = podset(3);
         let a = owned_pod(&ps, "web-a");
         let c = check(
-            vec![
-                create(PodName::Prefix("web-".into())),
-                Action::DeletePod("web-a".into()),
-                Action::RequeueAfter(5),
-            ],
+            vec![create(PodName::Prefix("web-".into())), Action::DeletePod("web-a".into()), Action::RequeueAfter(5)],
             &ps,
             &[&a],
             &none(),
         )
         .unwrap();
         assert_eq!(c.creates.len(), 1);
-        assert_eq!(
-            c.deletes,
-            vec![("web-a".to_string(), "uid-web-a".to_string())]
-        );
+        assert_eq!(c.deletes, vec![("web-a".to_string(), "uid-web-a".to_string())]);
         assert_eq!(c.requeue, Some(MIN_REQUEUE), "requeues are clamped");
     }
 
@@ -311,21 +244,9 @@ mod tests {
         let other = podset(1);
         let mut stranger = owned_pod(&other, "db-0");
         stranger.metadata.owner_references.as_mut().unwrap()[0].uid = "uid-db".into();
-        let e = check(
-            vec![Action::DeletePod("db-0".into())],
-            &ps,
-            &[&stranger],
-            &none(),
-        )
-        .unwrap_err();
+        let e = check(vec![Action::DeletePod("db-0".into())], &ps, &[&stranger], &none()).unwrap_err();
         assert!(e.contains("not a pod of this PodSet"), "{e}");
-        let e = check(
-            vec![Action::DeletePod("kube-apiserver".into())],
-            &ps,
-            &[],
-            &none(),
-        )
-        .unwrap_err();
+        let e = check(vec![Action::DeletePod("kube-apiserver".into())], &ps, &[], &none()).unwrap_err();
         assert!(e.contains("not a pod of this PodSet"), "{e}");
     }
 
@@ -333,71 +254,31 @@ mod tests {
     fn creations_beyond_the_spec_are_refused() {
         let ps = podset(2);
         let a = owned_pod(&ps, "web-a");
-        let two = vec![
-            create(PodName::Prefix("web-".into())),
-            create(PodName::Prefix("web-".into())),
-        ];
+        let two = vec![create(PodName::Prefix("web-".into())), create(PodName::Prefix("web-".into()))];
         let e = check(two.clone(), &ps, &[&a], &none()).unwrap_err();
         assert!(e.contains("allows 1"), "{e}");
-        let pending = InFlight {
-            creations: 1,
-            deletions: Vec::new(),
-        };
-        assert!(
-            check(
-                vec![create(PodName::Prefix("web-".into()))],
-                &ps,
-                &[&a],
-                &pending
-            )
-            .is_err()
-        );
+        let pending = InFlight { creations: 1, deletions: Vec::new() };
+        assert!(check(vec![create(PodName::Prefix("web-".into()))], &ps, &[&a], &pending).is_err());
         assert!(check(two, &ps, &[], &none()).is_ok());
     }
 
     #[test]
     fn names_labels_and_conditions_must_be_valid_kubernetes() {
         let ps = podset(3);
-        assert!(
-            check(
-                vec![create(PodName::Exact("Web_A".into()))],
-                &ps,
-                &[],
-                &none()
-            )
-            .is_err()
-        );
-        assert!(
-            check(
-                vec![create(PodName::Prefix("x".repeat(300)))],
-                &ps,
-                &[],
-                &none()
-            )
-            .is_err()
-        );
+        assert!(check(vec![create(PodName::Exact("Web_A".into()))], &ps, &[], &none()).is_err());
+        assert!(check(vec![create(PodName::Prefix("x".repeat(300)))], &ps, &[], &none()).is_err());
         let bad_label = Action::CreatePod(CreatePod {
             name: PodName::Prefix("web-".into()),
-            labels: vec![KeyValue {
-                key: "tier".into(),
-                value: "not valid!".into(),
-            }],
+            labels: vec![KeyValue { key: "tier".into(), value: "not valid!".into() }],
             annotations: Vec::new(),
         });
         assert!(check(vec![bad_label], &ps, &[], &none()).is_err());
         let steal = Action::CreatePod(CreatePod {
             name: PodName::Prefix("web-".into()),
-            labels: vec![KeyValue {
-                key: SELECTOR_LABEL.into(),
-                value: "other".into(),
-            }],
+            labels: vec![KeyValue { key: SELECTOR_LABEL.into(), value: "other".into() }],
             annotations: Vec::new(),
         });
-        assert!(
-            check(vec![steal], &ps, &[], &none())
-                .unwrap_err()
-                .contains("selector")
-        );
+        assert!(check(vec![steal], &ps, &[], &none()).unwrap_err().contains("selector"));
         let status = |c: Condition| {
             Action::UpdateStatus(PodsetStatus {
                 pod_names: Vec::new(),
@@ -413,24 +294,8 @@ mod tests {
             message: String::new(),
         };
         assert!(check(vec![status(cond("Available", "Fine"))], &ps, &[], &none()).is_ok());
-        assert!(
-            check(
-                vec![status(cond("PolicyFailed", "Fine"))],
-                &ps,
-                &[],
-                &none()
-            )
-            .is_err()
-        );
-        assert!(
-            check(
-                vec![status(cond("Available", "not camel"))],
-                &ps,
-                &[],
-                &none()
-            )
-            .is_err()
-        );
+        assert!(check(vec![status(cond("PolicyFailed", "Fine"))], &ps, &[], &none()).is_err());
+        assert!(check(vec![status(cond("Available", "not camel"))], &ps, &[], &none()).is_err());
         assert!(check(vec![status(cond("Available", ""))], &ps, &[], &none()).is_err());
     }
 

@@ -34,32 +34,21 @@ pub async fn watch(
     let (tx, mut rx) = mpsc::unbounded_channel();
     // Watch the directory, not the file: an atomic rename replaces the file's inode and
     // a watch on the old one would go silent.
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
     let file_name = path.file_name().map(|n| n.to_owned());
-    let mut watcher =
-        match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            if let Ok(ev) = res
-                && ev
-                    .paths
-                    .iter()
-                    .any(|p| p.file_name() == file_name.as_deref())
-            {
-                let _ = tx.send(());
-            }
-        }) {
-            Ok(w) => w,
-            Err(e) => {
-                error!(
-                    "cannot watch policy file {}: {e}; hot reload is off",
-                    path.display()
-                );
-                return;
-            }
-        };
+    let mut watcher = match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if let Ok(ev) = res
+            && ev.paths.iter().any(|p| p.file_name() == file_name.as_deref())
+        {
+            let _ = tx.send(());
+        }
+    }) {
+        Ok(w) => w,
+        Err(e) => {
+            error!("cannot watch policy file {}: {e}; hot reload is off", path.display());
+            return;
+        }
+    };
     if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
         error!("cannot watch {}: {e}; hot reload is off", dir.display());
         return;
@@ -99,10 +88,7 @@ async fn reload(
         }
     };
     let current = policies.default_policy();
-    if current
-        .as_ref()
-        .is_some_and(|p| *p.digest() == Digest::of(&bytes))
-    {
+    if current.as_ref().is_some_and(|p| *p.digest() == Digest::of(&bytes)) {
         return;
     }
     match engine.load_async(bytes).await {

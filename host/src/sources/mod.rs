@@ -19,11 +19,7 @@ pub fn requeue_matching(
 ) -> usize {
     let mut n = 0;
     for ps in ctx.podsets.state() {
-        if uses(&ps)
-            && requeue
-                .unbounded_send(ObjectRef::from_obj(ps.as_ref()))
-                .is_ok()
-        {
+        if uses(&ps) && requeue.unbounded_send(ObjectRef::from_obj(ps.as_ref())).is_ok() {
             n += 1;
         }
     }

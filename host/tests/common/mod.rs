@@ -1,7 +1,16 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use podset_host::crd::{PodSet, PodSetSpec};
+use std::future::Future;
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Where `hack/policy.sh --fixtures` put the compiled policies. The tests need the
 /// real .wasm: missing files fail the test with instructions, never skip it.
@@ -20,4 +29,183 @@ pub fn policy_dir() -> PathBuf {
 pub fn read_policy(name: &str) -> Vec<u8> {
     let path = policy_dir().join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// The test control plane's kubeconfig (`make test` starts it and sets this). The
+/// integration tests never fall back to KUBECONFIG: they must not touch a real cluster.
+pub fn kubeconfig_path() -> PathBuf {
+    let path = std::env::var_os("PODSET_TEST_KUBECONFIG").map(PathBuf::from).unwrap_or_else(|| {
+        panic!("PODSET_TEST_KUBECONFIG is not set: run `make test`, or `CLUSTER_DIR=.cluster-test hack/cluster.sh up` and export PODSET_TEST_KUBECONFIG=.cluster-test/kubeconfig")
+    });
+    assert!(path.is_file(), "PODSET_TEST_KUBECONFIG={} does not exist: is the test control plane up?", path.display());
+    path
+}
+
+pub async fn client() -> Client {
+    let path = kubeconfig_path();
+    let kc = Kubeconfig::read_from(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("kubeconfig is usable");
+    let client = Client::try_from(config).expect("client");
+    client.apiserver_version().await.unwrap_or_else(|e| {
+        panic!(
+            "the test control plane at {} does not answer ({e}): run `make test` or `hack/cluster.sh up`",
+            path.display()
+        )
+    });
+    client
+}
+
+/// A fresh namespace per test, so tests run in parallel without seeing each other.
+pub async fn namespace(client: &Client, prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let name = format!("{prefix}-{}-{:x}{}", std::process::id(), nanos, N.fetch_add(1, Ordering::Relaxed));
+    let ns: Namespace = serde_json::from_value(serde_json::json!({ "metadata": { "name": name } })).expect("namespace");
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create namespace");
+    name
+}
+
+pub async fn delete_namespace(client: &Client, name: &str) {
+    let _ = Api::<Namespace>::all(client.clone()).delete(name, &DeleteParams::default()).await;
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(started.elapsed() < timeout, "timed out after {timeout:?} waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub fn podset(name: &str, replicas: i32) -> PodSet {
+    PodSet::new(name, PodSetSpec { replicas, template: None, policy_ref: None })
+}
+
+pub fn is_active(p: &Pod) -> bool {
+    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    matches!(phase, "Pending" | "Running") && p.metadata.deletion_timestamp.is_none()
+}
+
+pub fn is_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Names of the active pods PodSet `name` controls, sorted.
+pub async fn active_pods(pods: &Api<Pod>, name: &str) -> Vec<String> {
+    let lp = ListParams::default().labels(&format!("app.example.com/podset={name}"));
+    let controlled = |p: &Pod| {
+        p.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.controller == Some(true) && r.kind == "PodSet" && r.name == name)
+    };
+    let mut names: Vec<String> = pods
+        .list(&lp)
+        .await
+        .expect("list pods")
+        .into_iter()
+        .filter(|p| is_active(p) && controlled(p))
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
+/// `podset-host run` as a user runs it, scoped to one namespace, on its own metrics port.
+pub struct Operator {
+    child: Child,
+    pub port: u16,
+    pub log: PathBuf,
+}
+
+impl Operator {
+    pub async fn start(namespace: &str, policy: &std::path::Path) -> Operator {
+        let port = free_port();
+        let log_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("operator-logs");
+        std::fs::create_dir_all(&log_dir).expect("log dir");
+        let log = log_dir.join(format!("{namespace}.log"));
+        let out = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_podset-host"))
+            .args(["run", "--namespace", namespace, "--metrics-addr", &format!("127.0.0.1:{port}")])
+            .arg("--policy")
+            .arg(policy)
+            .env("KUBECONFIG", kubeconfig_path())
+            .env("RUST_LOG", "info,podset_host=debug")
+            .stdout(Stdio::null())
+            .stderr(out)
+            .spawn()
+            .expect("spawn podset-host");
+        let op = Operator { child, port, log };
+        let what = format!("the operator to serve /readyz (log: {})", op.log.display());
+        eventually(&what, Duration::from_secs(30), || async { http_get(port, "/readyz").await.filter(|b| b == "ok") })
+            .await;
+        op
+    }
+
+    pub async fn metrics(&self) -> String {
+        http_get(self.port, "/metrics").await.unwrap_or_else(|| panic!("no /metrics (log: {})", self.log.display()))
+    }
+
+    /// Sum of every sample of `metric` (all label sets) whose labels contain `filter`.
+    pub async fn sum(&self, metric: &str, filter: &str) -> f64 {
+        sum_metric(&self.metrics().await, metric, filter)
+    }
+
+    /// Sends SIGTERM and waits for the process to exit; returns whether it exited
+    /// cleanly within `timeout`.
+    pub fn terminate(&mut self, timeout: Duration) -> bool {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let started = Instant::now();
+        while started.elapsed() < timeout {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn sum_metric(text: &str, metric: &str, filter: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.split(['{', ' ']).next() == Some(metric) && l.contains(filter))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+/// A minimal HTTP/1.0 GET on loopback; `None` when nothing answers.
+pub async fn http_get(port: u16, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await.ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.ok()?;
+    let (head, body) = buf.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.0 200")
+        .then(|| body.to_string())
+        .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_string()))
 }

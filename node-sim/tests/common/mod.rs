@@ -20,10 +20,9 @@ const HOW_TO: &str = "these tests need a running control plane: run `make test`,
 /// A client for the test cluster. Panics (never skips) when there is none: a silently skipped
 /// integration test reads as a passing one.
 pub async fn client() -> Client {
-    let path = std::env::var_os(KUBECONFIG_VAR)
-        .unwrap_or_else(|| panic!("{KUBECONFIG_VAR} is not set; {HOW_TO}"));
-    let kubeconfig = Kubeconfig::read_from(&path)
-        .unwrap_or_else(|e| panic!("cannot read {KUBECONFIG_VAR}={path:?}: {e}; {HOW_TO}"));
+    let path = std::env::var_os(KUBECONFIG_VAR).unwrap_or_else(|| panic!("{KUBECONFIG_VAR} is not set; {HOW_TO}"));
+    let kubeconfig =
+        Kubeconfig::read_from(&path).unwrap_or_else(|e| panic!("cannot read {KUBECONFIG_VAR}={path:?}: {e}; {HOW_TO}"));
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .unwrap_or_else(|e| panic!("bad kubeconfig {path:?}: {e}; {HOW_TO}"));
@@ -39,15 +38,8 @@ pub async fn client() -> Client {
 /// A fresh namespace name, unique across tests and runs.
 pub fn unique_name(prefix: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!(
-        "{prefix}-{}-{}-{:x}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed),
-        nanos
-    )
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    format!("{prefix}-{}-{}-{:x}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed), nanos)
 }
 
 /// Runs `body` in a namespace of its own, and deletes the namespace afterwards even when the
@@ -60,20 +52,10 @@ where
     let client = client().await;
     let name = unique_name(prefix);
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
-    let outcome = AssertUnwindSafe(body(client, name.clone()))
-        .catch_unwind()
-        .await;
+    let ns =
+        Namespace { metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() }, ..Default::default() };
+    namespaces.create(&PostParams::default(), &ns).await.unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
+    let outcome = AssertUnwindSafe(body(client, name.clone())).catch_unwind().await;
     if let Err(e) = namespaces.delete(&name, &DeleteParams::default()).await {
         eprintln!("warning: deleting namespace {name}: {e}");
     }
@@ -120,9 +102,7 @@ pub async fn require_sim_node(client: &Client) -> String {
                     n.status
                         .as_ref()
                         .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|cs| {
-                            cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                        })
+                        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
                 })
                 .and_then(|n| n.metadata.name)
                 .ok_or_else(|| "no Ready simulated node".to_owned())
