@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 use std::collections::HashSet;
 
 use crate::podset::policy::types::{
-    Action, Condition, ConditionStatus, CreatePod, Input, Pod, PodName, PodPhase, PodsetStatus, PolicyError,
+    Action, Condition, ConditionStatus, CreatePod, Input, KeyValue, Pod, PodName, PodPhase, PodsetStatus, PolicyError,
 };
 
 /// Most pods created in one decision. The rest follow on the next reconcile, so one
@@ -18,6 +18,16 @@ pub const REQUEUE_AFTER_CAP_MS: u32 = 1_000;
 
 /// Condition reporting whether `spec.replicas` pods are ready.
 pub const AVAILABLE: &str = "Available";
+
+/// Labels this build adds to the pods it creates (the `canary` feature adds one, so a
+/// swap to that build is visible on the cluster).
+fn variant_labels() -> Vec<KeyValue> {
+    if cfg!(feature = "canary") {
+        vec![KeyValue { key: "app.example.com/policy-variant".into(), value: "canary".into() }]
+    } else {
+        Vec::new()
+    }
+}
 
 /// Pending or Running and not terminating: the pods that count towards `spec.replicas`.
 /// Failed and Succeeded pods never run again; a terminating pod is already leaving.
@@ -47,7 +57,7 @@ pub fn decide(input: &Input) -> Result<Vec<Action>, PolicyError> {
             actions.extend((0..now).map(|_| {
                 Action::CreatePod(CreatePod {
                     name: PodName::Prefix(format!("{}-", podset.name)),
-                    labels: Vec::new(),
+                    labels: variant_labels(),
                     annotations: Vec::new(),
                 })
             }));
@@ -87,7 +97,10 @@ fn observed_status(input: &Input, active: &[&Pod]) -> PodsetStatus {
             type_: AVAILABLE.into(),
             status: if enough { ConditionStatus::True } else { ConditionStatus::False },
             reason: if enough { "MinimumReplicasAvailable" } else { "MinimumReplicasUnavailable" }.into(),
-            message: format!("{available_replicas} of {replicas} pods ready"),
+            message: format!(
+                "{available_replicas} of {replicas} pods ready{}",
+                if cfg!(feature = "canary") { " (canary policy)" } else { "" }
+            ),
         }],
     }
 }

@@ -77,10 +77,63 @@ pub struct PodSetStatus {
     pub policy_digest: Option<String>,
 }
 
+/// A reconcile policy module published in the cluster: the Wasm component is the
+/// `binaryData` entry of a ConfigMap, pinned by its digest. PodSets select it with
+/// `spec.policyRef.name`.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "app.example.com",
+    version = "v1alpha1",
+    kind = "ReconcilePolicy",
+    namespaced,
+    shortname = "rpol",
+    status = "ReconcilePolicyStatus",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Loaded","type":"string","jsonPath":".status.loadedDigest","description":"Digest of the module serving"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconcilePolicySpec {
+    /// Where the module is: a key of a ConfigMap's `binaryData` in this namespace.
+    pub config_map_ref: ConfigMapKeyRef,
+    /// The module's digest, `sha256:<64 hex>`. A module with another digest is refused,
+    /// so what runs is exactly what was reviewed.
+    #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
+    pub sha256: String,
+}
+
+/// A key of a ConfigMap in the policy's namespace.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct ConfigMapKeyRef {
+    /// The ConfigMap's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The `binaryData` key holding the module.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// Written by the operator.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconcilePolicyStatus {
+    /// Digest of the module serving now: the last one that loaded, even when a newer
+    /// one was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_digest: Option<String>,
+    /// The `metadata.generation` last acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` (a module is serving) and `Failed` (the current spec could not be loaded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
 /// Every CRD this operator serves, as one multi-document YAML.
 pub fn crds_yaml() -> Result<String, serde_yaml::Error> {
     let mut out = String::new();
-    for crd in [PodSet::crd()] {
+    for crd in [PodSet::crd(), ReconcilePolicy::crd()] {
         out.push_str("---\n");
         out.push_str(&serde_yaml::to_string(&crd)?);
     }

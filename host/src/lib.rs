@@ -7,6 +7,7 @@
 //! - [`registry`] and [`sources`]: which policy decides for which PodSet; hot swaps
 //! - [`kube_client`], [`metrics`], [`operator`]: plumbing and wiring
 
+pub mod conditions;
 pub mod crd;
 pub mod error;
 pub mod kube_client;

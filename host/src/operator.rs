@@ -9,16 +9,22 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
+use kube::Client;
+use kube::core::PartialObjectMeta;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
 use tokio::sync::watch;
-use tracing::{error, info};
+use tracing::{error, info, warn};
+
+use crate::sources::cluster::PolicyController;
 
 use crate::crd::PodSet;
 use crate::metrics::Metrics;
 use crate::policy::{Limits, PolicyEngine};
+use crate::reconcile::expectations::Expectations;
 use crate::reconcile::{self, Context};
 use crate::registry::Policies;
 use crate::{kube_client, sources};
@@ -54,32 +60,29 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     info!(policy = %default.label(), file = %settings.policy.display(), "default policy loaded");
     let policies = Arc::new(Policies::with_default(default));
 
-    let (pods_api, podsets_api): (Api<Pod>, Api<PodSet>) = match &settings.namespace {
-        Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
-    };
+    let ns = settings.namespace.as_deref();
+    let (pods_api, podsets_api): (Api<Pod>, Api<PodSet>) = (scoped(&client, ns), scoped(&client, ns));
     let (pod_reader, pod_writer) = reflector::store();
     let (podset_reader, podset_writer) = reflector::store();
     let podset_stream = reconcile::podset_events(podsets_api, podset_writer);
     let recorder = Recorder::new(client.clone(), Reporter { controller: "podset-host".into(), instance: None });
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        pod_reader,
-        podset_reader,
-        engine.clone(),
-        policies.clone(),
+    let expectations = Arc::new(Expectations::default());
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        pods: pod_reader,
+        podsets: podset_reader,
+        expectations: expectations.clone(),
+        engine: engine.clone(),
+        policies: policies.clone(),
         recorder,
-        metrics.clone(),
-        settings.resync,
-    ));
-    let observer = {
-        let ctx = ctx.clone();
-        Arc::new(move |pod: &Pod, seen| reconcile::observe(&ctx.expectations, pod, seen))
-    };
-    let pod_stream = reconcile::pod_events(pods_api, pod_writer, observer);
+        metrics: metrics.clone(),
+        resync: settings.resync,
+        failures: Default::default(),
+    });
+    let pod_stream = reconcile::pod_events(pods_api, pod_writer, expectations);
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let shutdown = {
+    let shutdown = || {
         let mut rx = stop_rx.clone();
         async move {
             let _ = rx.wait_for(|stop| *stop).await;
@@ -94,12 +97,35 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         policies.clone(),
         metrics.clone(),
         ctx.clone(),
-        requeue_tx,
+        requeue_tx.clone(),
         stop_rx.clone(),
     );
+    let (rp_reader, rp_writer) = reflector::store();
+    let policy_ctl = Arc::new(PolicyController {
+        client: client.clone(),
+        engine: engine.clone(),
+        policies: policies.clone(),
+        metrics: metrics.clone(),
+        recorder: Recorder::new(client.clone(), Reporter { controller: "podset-host".into(), instance: None }),
+        podsets: ctx.clone(),
+        requeue: requeue_tx,
+    });
+    let rp_stream = sources::cluster::events(scoped(&client, ns), rp_writer, policy_ctl.clone());
+    let configmaps: Api<PartialObjectMeta<ConfigMap>> = scoped(&client, ns);
+    let policy_controller = sources::cluster::run(policy_ctl, rp_stream, rp_reader.clone(), configmaps, shutdown());
 
     let http = serve(settings.metrics_addr, metrics.clone(), stop_rx.clone());
-    let controller = reconcile::run(ctx.clone(), podset_stream, pod_stream, requeue_rx, settings.concurrency, shutdown);
+    let controller = async {
+        // PodSets naming a ReconcilePolicy wait for the first list of them, so an
+        // operator restart does not flag those PodSets' policies as missing.
+        if tokio::time::timeout(POLICY_LIST_WAIT, rp_reader.wait_until_ready()).await.is_err() {
+            warn!(
+                "ReconcilePolicies not listed after {POLICY_LIST_WAIT:?} (is the CRD installed? `make install`); \
+                 PodSets with spec.policyRef report PolicyUnavailable until they are"
+            );
+        }
+        reconcile::run(ctx.clone(), podset_stream, pod_stream, requeue_rx, settings.concurrency, shutdown()).await
+    };
 
     info!(namespace = settings.namespace.as_deref().unwrap_or("<all>"), "podset-host started");
     let signal = async {
@@ -107,10 +133,25 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         info!("shutting down");
         let _ = stop_tx.send(true);
     };
-    let (_, http_result, _, _) = tokio::join!(controller, http, file_watch, signal);
+    let (_, _, http_result, _, _) = tokio::join!(controller, policy_controller, http, file_watch, signal);
     http_result?;
     info!("stopped");
     Ok(())
+}
+
+/// How long the PodSet controller waits for the first list of ReconcilePolicies.
+const POLICY_LIST_WAIT: Duration = Duration::from_secs(15);
+
+/// An Api for the operator's scope: one namespace, or all.
+fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
 }
 
 async fn shutdown_signal() {

@@ -3,7 +3,6 @@
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as K8sCondition, Time};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
@@ -13,6 +12,7 @@ use super::Context;
 use super::expectations::OwnerKey;
 use super::input::status_str;
 use super::pods;
+use crate::conditions;
 use crate::crd::{PodSet, PodSetStatus};
 use crate::error::{Error, Result};
 use crate::policy::{CreatePod, PodsetStatus};
@@ -87,7 +87,7 @@ pub async fn delete_pods(ctx: &Context, podset: &PodSet, deletes: &[(String, Str
                     ctx.expectations.expect_deletion(&key, name);
                     ctx.event(
                         podset,
-                        Some(pod_ref(&ns, name, uid)),
+                        Some(pod_ref(ns, name, uid)),
                         EventType::Normal,
                         "SuccessfulDelete",
                         "Delete",
@@ -101,7 +101,7 @@ pub async fn delete_pods(ctx: &Context, podset: &PodSet, deletes: &[(String, Str
                 Err(e) => {
                     ctx.event(
                         podset,
-                        Some(pod_ref(&ns, name, uid)),
+                        Some(pod_ref(ns, name, uid)),
                         EventType::Warning,
                         "FailedDelete",
                         "Delete",
@@ -119,52 +119,30 @@ pub async fn delete_pods(ctx: &Context, podset: &PodSet, deletes: &[(String, Str
 
 /// What the status should become. `from_policy` replaces the policy-owned fields and
 /// conditions; `failure` sets (or, when `None`, clears) the operator's PolicyFailed
-/// condition; `digest`, when known, records who decided. A condition keeps its
-/// lastTransitionTime while its status does not change.
+/// condition; `digest`, when known, records who decided.
 pub fn next_status(
     podset: &PodSet,
     from_policy: Option<&PodsetStatus>,
     failure: Option<(&str, &str)>,
     digest: Option<String>,
-    now: &Time,
 ) -> PodSetStatus {
     let current = podset.status.clone().unwrap_or_default();
     let generation = podset.metadata.generation;
     let mut next = current.clone();
-    let carry = |type_: &str, status: &str| {
-        current
-            .conditions
-            .iter()
-            .find(|c| c.type_ == type_ && c.status == status)
-            .map_or_else(|| now.clone(), |c| c.last_transition_time.clone())
-    };
     if let Some(s) = from_policy {
         next.pod_names = s.pod_names.clone();
         next.available_replicas = s.available_replicas;
         next.observed_generation = Some(s.observed_generation);
         next.conditions.retain(|c| c.type_ == POLICY_FAILED);
-        next.conditions.extend(s.conditions.iter().map(|c| {
-            let status = status_str(c.status);
-            K8sCondition {
-                type_: c.type_.clone(),
-                status: status.into(),
-                reason: c.reason.clone(),
-                message: c.message.clone(),
-                observed_generation: generation,
-                last_transition_time: carry(&c.type_, status),
-            }
-        }));
+        for c in &s.conditions {
+            let new = conditions::new(&c.type_, status_str(c.status), &c.reason, &c.message, generation);
+            conditions::set(&mut next.conditions, &current.conditions, new);
+        }
     }
     next.conditions.retain(|c| c.type_ != POLICY_FAILED);
     if let Some((reason, message)) = failure {
-        next.conditions.push(K8sCondition {
-            type_: POLICY_FAILED.into(),
-            status: "True".into(),
-            reason: reason.into(),
-            message: message.into(),
-            observed_generation: generation,
-            last_transition_time: carry(POLICY_FAILED, "True"),
-        });
+        let new = conditions::new(POLICY_FAILED, "True", reason, message, generation);
+        conditions::set(&mut next.conditions, &current.conditions, new);
     }
     next.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
     if digest.is_some() {
@@ -211,9 +189,16 @@ mod tests {
     use super::*;
     use crate::crd::PodSetSpec;
     use crate::policy::{Condition, ConditionStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn at(secs: i64) -> Time {
         Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
+    }
+
+    /// Rewinds every condition's transition time to `secs`, as if set back then.
+    fn set_back(mut s: PodSetStatus, secs: i64) -> PodSetStatus {
+        s.conditions.iter_mut().for_each(|c| c.last_transition_time = at(secs));
+        s
     }
 
     fn policy_status(available: ConditionStatus) -> PodsetStatus {
@@ -234,25 +219,26 @@ mod tests {
     fn transition_time_moves_only_when_status_changes() {
         let mut ps = PodSet::new("web", PodSetSpec { replicas: 1, template: None, policy_ref: None });
         ps.metadata.generation = Some(1);
-        let first = next_status(&ps, Some(&policy_status(ConditionStatus::False)), None, None, &at(100));
-        ps.status = Some(first);
-        let same = next_status(&ps, Some(&policy_status(ConditionStatus::False)), None, None, &at(200));
+        let first = next_status(&ps, Some(&policy_status(ConditionStatus::False)), None, None);
+        ps.status = Some(set_back(first, 100));
+        let same = next_status(&ps, Some(&policy_status(ConditionStatus::False)), None, None);
         assert_eq!(same.conditions[0].last_transition_time, at(100));
-        let flipped = next_status(&ps, Some(&policy_status(ConditionStatus::True)), None, None, &at(300));
-        assert_eq!(flipped.conditions[0].last_transition_time, at(300));
+        let flipped = next_status(&ps, Some(&policy_status(ConditionStatus::True)), None, None);
+        assert_ne!(flipped.conditions[0].last_transition_time, at(100));
     }
 
     #[test]
     fn policy_failed_is_set_kept_and_cleared() {
         let mut ps = PodSet::new("web", PodSetSpec { replicas: 1, template: None, policy_ref: None });
-        ps.status =
-            Some(next_status(&ps, Some(&policy_status(ConditionStatus::True)), None, Some("sha256:a".into()), &at(1)));
-        let failed = next_status(&ps, None, Some(("DeadlineExceeded", "too slow")), None, &at(2));
+        ps.status = Some(next_status(&ps, Some(&policy_status(ConditionStatus::True)), None, Some("sha256:a".into())));
+        let failed = next_status(&ps, None, Some(("DeadlineExceeded", "too slow")), None);
         assert_eq!(failed.conditions.len(), 2, "the policy's own conditions stay while it fails");
         assert_eq!(failed.pod_names, vec!["web-a".to_string()], "pods and status are left as they were");
         assert_eq!(failed.policy_digest.as_deref(), Some("sha256:a"));
-        ps.status = Some(failed);
-        let recovered = next_status(&ps, None, None, None, &at(3));
+        ps.status = Some(set_back(failed, 5));
+        let again = next_status(&ps, None, Some(("DeadlineExceeded", "too slow")), None);
+        assert_eq!(again, ps.status.clone().unwrap(), "the same failure rewrites nothing");
+        let recovered = next_status(&ps, None, None, None);
         assert!(recovered.conditions.iter().all(|c| c.type_ != POLICY_FAILED));
     }
 }

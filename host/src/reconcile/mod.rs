@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -30,7 +29,7 @@ use crate::crd::PodSet;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::policy::PolicyEngine;
-use crate::registry::Policies;
+use crate::registry::{Policies, Selection};
 use expectations::{Expectations, Seen};
 
 /// Backoff after a failed reconcile: doubles from `BACKOFF_BASE` up to `BACKOFF_MAX`,
@@ -45,41 +44,18 @@ pub struct Context {
     pub pods: Store<Pod>,
     /// Every PodSet in scope, kept by the controller's reflector.
     pub podsets: Store<PodSet>,
-    pub expectations: Expectations,
+    pub expectations: Arc<Expectations>,
     pub engine: Arc<PolicyEngine>,
     pub policies: Arc<Policies>,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     /// Reconcile every PodSet at least this often, as a safety net for missed events.
     pub resync: Duration,
-    failures: Mutex<HashMap<ObjectRef<PodSet>, u32>>,
+    /// Consecutive failures per PodSet, for the backoff.
+    pub failures: Mutex<HashMap<ObjectRef<PodSet>, u32>>,
 }
 
 impl Context {
-    pub fn new(
-        client: Client,
-        pods: Store<Pod>,
-        podsets: Store<PodSet>,
-        engine: Arc<PolicyEngine>,
-        policies: Arc<Policies>,
-        recorder: Recorder,
-        metrics: Arc<Metrics>,
-        resync: Duration,
-    ) -> Self {
-        Context {
-            client,
-            pods,
-            podsets,
-            expectations: Expectations::default(),
-            engine,
-            policies,
-            recorder,
-            metrics,
-            resync,
-            failures: Mutex::new(HashMap::new()),
-        }
-    }
-
     /// Publishes an Event on `podset`, about `related` when given (the pod acted on:
     /// it makes each pod's Event its own series instead of being folded into the
     /// first one's). A failure to publish is logged, never fatal.
@@ -110,15 +86,11 @@ impl Context {
     async fn report_failure(&self, podset: &PodSet, reason: &str, message: &str) {
         self.metrics.policy_failure(reason);
         self.event(podset, None, EventType::Warning, "PolicyFailed", "Reconcile", format!("{reason}: {message}")).await;
-        let next = execute::next_status(podset, None, Some((reason, message)), None, &now());
+        let next = execute::next_status(podset, None, Some((reason, message)), None);
         if let Err(e) = execute::write_status(self, podset, next).await {
             warn!(podset = %podset.name_any(), "cannot write PolicyFailed condition: {e}");
         }
     }
-}
-
-fn now() -> Time {
-    Time(k8s_openapi::jiff::Timestamp::now())
 }
 
 /// One reconcile of one PodSet.
@@ -148,8 +120,9 @@ async fn reconcile_inner(podset: &PodSet, ctx: &Context) -> Result<Action> {
         return Ok(Action::await_change());
     }
     let policy = match ctx.policies.select(podset) {
-        Ok(p) => p,
-        Err(why) => {
+        Selection::Ready(p) => p,
+        Selection::Loading => return Ok(Action::requeue(Duration::from_secs(1))),
+        Selection::Unavailable(why) => {
             ctx.report_failure(podset, "PolicyUnavailable", &why).await;
             return Err(Error::NoPolicy(why));
         }
@@ -184,7 +157,7 @@ async fn reconcile_inner(podset: &PodSet, ctx: &Context) -> Result<Action> {
 
     execute::create_pods(ctx, podset, &checked.creates).await?;
     execute::delete_pods(ctx, podset, &checked.deletes).await?;
-    let next = execute::next_status(podset, checked.status.as_ref(), None, Some(policy.digest().to_string()), &now());
+    let next = execute::next_status(podset, checked.status.as_ref(), None, Some(policy.digest().to_string()));
     execute::write_status(ctx, podset, next).await?;
     Ok(Action::requeue(checked.requeue.unwrap_or(ctx.resync)))
 }
@@ -206,7 +179,7 @@ pub fn error_policy(podset: Arc<PodSet>, error: &Error, ctx: Arc<Context>) -> Ac
 pub fn pod_events(
     api: Api<Pod>,
     writer: reflector::store::Writer<Pod>,
-    ctx_expectations: Arc<dyn Fn(&Pod, Seen) + Send + Sync>,
+    expectations: Arc<Expectations>,
 ) -> impl Stream<Item = Result<Pod, watcher::Error>> + Send {
     let config = watcher::Config::default().labels(pods::SELECTOR_LABEL);
     watcher(api, config)
@@ -215,16 +188,16 @@ pub fn pod_events(
         .inspect_ok(move |ev| match ev {
             watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
                 let seen = if p.metadata.deletion_timestamp.is_some() { Seen::Terminating } else { Seen::Present };
-                ctx_expectations(p, seen);
+                observe(&expectations, p, seen);
             }
-            watcher::Event::Delete(p) => ctx_expectations(p, Seen::Absent),
+            watcher::Event::Delete(p) => observe(&expectations, p, Seen::Absent),
             _ => {}
         })
         .touched_objects()
 }
 
 /// Settles the expectation for `pod` if its controller is a PodSet.
-pub fn observe(expectations: &Expectations, pod: &Pod, seen: Seen) {
+fn observe(expectations: &Expectations, pod: &Pod, seen: Seen) {
     let Some(owner) = pod.owner_references().iter().find(|r| r.controller == Some(true) && r.kind == "PodSet") else {
         return;
     };

@@ -1,5 +1,6 @@
 //! Where policy modules come from, and how a new one replaces the old.
 
+pub mod cluster;
 pub mod file;
 
 use std::sync::Arc;

@@ -1,0 +1,32 @@
+//! Status conditions as the Kubernetes API conventions want them: one per type, and
+//! `lastTransitionTime` moves only when the status does.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// Puts `new` in `conditions` in place of any condition of its type. Its
+/// `lastTransitionTime` is kept from `previous` when the status there was the same.
+/// The list stays sorted by type, so equal sets compare equal.
+pub fn set(conditions: &mut Vec<Condition>, previous: &[Condition], mut new: Condition) {
+    if let Some(old) = previous.iter().find(|c| c.type_ == new.type_ && c.status == new.status) {
+        new.last_transition_time = old.last_transition_time.clone();
+    }
+    conditions.retain(|c| c.type_ != new.type_);
+    conditions.push(new);
+    conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+}
+
+/// A condition observed now, for [`set`].
+pub fn new(type_: &str, status: &str, reason: &str, message: &str, generation: Option<i64>) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+        observed_generation: generation,
+        last_transition_time: now(),
+    }
+}
+
+pub fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
