@@ -29,7 +29,11 @@ async fn manifests_pass_a_server_side_dry_run() {
     assert!(ok || out.contains("AlreadyExists"), "{out}");
     for file in ["crd.yaml", "rbac.yaml", "deployment.yaml", "samples/app_v1alpha1_podset.yaml"] {
         let path = manifests().join(file).to_string_lossy().into_owned();
-        let (ok, out) = kubectl(&["apply", "--server-side", "--dry-run=server", "-n", "default", "-f", &path]);
+        let mut args = vec!["apply", "--server-side", "--dry-run=server", "-f", &path];
+        if file.starts_with("samples/") {
+            args.extend(["-n", "default"]);
+        }
+        let (ok, out) = kubectl(&args);
         assert!(ok, "server-side dry run of manifests/{file} failed:\n{out}");
     }
 }
@@ -50,5 +54,58 @@ async fn the_schema_rejects_invalid_podsets_with_its_message() {
         }
     }
     api.create(&PostParams::default(), &common::podset("good", 10)).await.expect("10 is allowed");
+    common::delete_namespace(&client, &ns).await;
+}
+
+#[tokio::test]
+async fn the_operator_works_with_the_shipped_least_privilege_rbac() {
+    let client = common::client().await;
+    // The ServiceAccount and ClusterRole of manifests/rbac.yaml, for real, and a token for it.
+    let (ok, out) = kubectl(&["create", "namespace", "podset-system"]);
+    assert!(ok || out.contains("AlreadyExists"), "{out}");
+    let rbac = manifests().join("rbac.yaml").to_string_lossy().into_owned();
+    let (ok, out) = kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &rbac]);
+    assert!(ok, "{out}");
+    let (ok, token) = kubectl(&["create", "token", "podset-host", "-n", "podset-system", "--duration=1h"]);
+    assert!(ok, "TokenRequest for the operator's ServiceAccount: {token}");
+    let admin = kube::config::Kubeconfig::read_from(common::kubeconfig_path()).expect("kubeconfig");
+    let server = admin.clusters[0].cluster.as_ref().and_then(|c| c.server.clone()).expect("server");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("operator.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: '{server}', insecure-skip-tls-verify: true}}}}]\n\
+             users: [{{name: op, user: {{token: '{}'}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: op}}}}]\ncurrent-context: c\n",
+            token.trim()
+        ),
+    )
+    .expect("write kubeconfig");
+
+    let ns = common::namespace(&client, "rbac").await;
+    let op = common::Operator::start_with(&ns, &common::policy_dir().join("podset.wasm"), &kubeconfig).await;
+    let podsets: Api<PodSet> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &ns);
+    podsets.create(&PostParams::default(), &common::podset("web", 2)).await.expect("create PodSet");
+    common::eventually("web to converge under the ServiceAccount", std::time::Duration::from_secs(30), || async {
+        let names = common::active_pods(&pods, "web").await;
+        let st = podsets.get("web").await.ok()?.status?;
+        (names.len() == 2 && st.pod_names == names && st.available_replicas == 2).then_some(())
+    })
+    .await;
+    podsets
+        .patch(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .expect("scale down");
+    common::eventually("web to scale down", std::time::Duration::from_secs(30), || async {
+        (common::active_pods(&pods, "web").await.len() == 1).then_some(())
+    })
+    .await;
+    let log = std::fs::read_to_string(&op.log).expect("operator log");
+    assert!(!log.to_lowercase().contains("forbidden"), "the operator was refused something:\n{log}");
     common::delete_namespace(&client, &ns).await;
 }

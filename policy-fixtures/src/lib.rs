@@ -59,4 +59,6 @@ impl Guest for Fixture {
     }
 }
 
+// Component export names are not valid native symbols; only wasm32 builds export.
+#[cfg(target_arch = "wasm32")]
 export!(Fixture);

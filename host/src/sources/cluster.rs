@@ -97,7 +97,11 @@ pub async fn run(
         })
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctl)
-        .for_each(|_| async {})
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!("ReconcilePolicy controller: {e}");
+            }
+        })
         .await;
 }
 

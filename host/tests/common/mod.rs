@@ -132,6 +132,11 @@ pub struct Operator {
 
 impl Operator {
     pub async fn start(namespace: &str, policy: &std::path::Path) -> Operator {
+        Self::start_with(namespace, policy, &kubeconfig_path()).await
+    }
+
+    /// As [`Operator::start`], with the identity of `kubeconfig`.
+    pub async fn start_with(namespace: &str, policy: &std::path::Path, kubeconfig: &std::path::Path) -> Operator {
         let port = free_port();
         let log_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("operator-logs");
         std::fs::create_dir_all(&log_dir).expect("log dir");
@@ -141,7 +146,7 @@ impl Operator {
             .args(["run", "--namespace", namespace, "--metrics-addr", &format!("127.0.0.1:{port}")])
             .arg("--policy")
             .arg(policy)
-            .env("KUBECONFIG", kubeconfig_path())
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,podset_host=debug")
             .stdout(Stdio::null())
             .stderr(out)
