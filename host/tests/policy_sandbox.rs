@@ -44,9 +44,12 @@ fn the_default_policy_loads_and_decides() {
     let decision = policy.decide(&input(3)).expect("decides");
     let creates = decision.actions.iter().filter(|a| matches!(a, Action::CreatePod(_))).count();
     assert_eq!(creates, 3);
-    // The same bytes are compiled once.
+    // The same bytes are compiled once while in use, and dropped when nothing uses them.
     let again = engine.load(&common::read_policy("podset.wasm")).expect("cached");
     assert!(Arc::ptr_eq(&policy, &again));
+    assert_eq!(engine.compiled_modules(), 1);
+    drop((policy, again));
+    assert_eq!(engine.compiled_modules(), 0);
 }
 
 #[test]
@@ -116,8 +119,11 @@ fn hostile_policies_are_contained_while_a_good_one_keeps_answering() {
         other => panic!("expected Trap, got {other:?}"),
     }
 
-    let (r, _) = run("action-flood");
-    match r {
+    // The action cap, not the clock, must stop this one: lifting 100 000 actions in a
+    // debug build on a busy machine can take longer than the default deadline.
+    let patient = PolicyEngine::new(Limits { deadline: Duration::from_secs(10), ..Limits::default() }).expect("engine");
+    let flood = patient.load(&common::read_policy("fixtures/action-flood.wasm")).expect("fixture loads");
+    match flood.decide(&input(2)) {
         Err(Error::InvalidOutput(msg)) => assert!(msg.contains("100000 actions"), "{msg}"),
         other => panic!("expected InvalidOutput, got {other:?}"),
     }
@@ -131,33 +137,26 @@ fn hostile_policies_are_contained_while_a_good_one_keeps_answering() {
     assert!(good.decide(&input(1)).is_ok());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On a single-threaded runtime, a timer that fires while looping policies are still
+/// running proves the policies are not on the executor thread.
+#[tokio::test(flavor = "current_thread")]
 async fn async_calls_run_off_the_executor_and_stay_bounded() {
     let engine = engine();
     let looping = engine.load_async(common::read_policy("fixtures/infinite-loop.wasm")).await.expect("fixture loads");
     let good = engine.load_async(common::read_policy("podset.wasm")).await.expect("good policy");
-    // More looping calls than the engine runs at once: they queue, each stops at its
-    // deadline, and a timer on the executor keeps ticking meanwhile.
+    // More looping calls than the engine runs at once: they queue, and each stops at its deadline.
     let n = engine.limits().concurrency * 2;
-    let started = Instant::now();
     let hostile: Vec<_> = (0..n)
         .map(|_| {
             let (engine, p) = (engine.clone(), looping.clone());
             tokio::spawn(async move { engine.decide(p, input(1)).await })
         })
         .collect();
-    let ticker = tokio::spawn(async {
-        let t = Instant::now();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        t.elapsed()
-    });
-    let slept = ticker.await.expect("ticker");
-    assert!(slept < Duration::from_millis(150), "the executor was blocked: a 20 ms sleep took {slept:?}");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(hostile.iter().any(|h| !h.is_finished()), "the timer fired only after every looping call ended");
     for h in hostile {
         assert!(matches!(h.await.expect("join"), Err(Error::DeadlineExceeded(_))));
     }
     let good_result = engine.decide(good, input(1)).await;
     assert!(good_result.is_ok(), "{good_result:?}");
-    // n calls at `concurrency` at a time: about two deadlines, not n.
-    assert!(started.elapsed() < engine.limits().deadline * (n as u32), "calls ran in parallel");
 }

@@ -18,7 +18,7 @@ mod sandbox;
 pub mod scenario;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -73,7 +73,9 @@ pub struct PolicyEngine {
     engine: Engine,
     linker: Linker<Sandbox>,
     limits: Limits,
-    compiled: Mutex<HashMap<Digest, Arc<Policy>>>,
+    /// Compiled modules by digest, held weakly: a module lives as long as something
+    /// serves it, and loading the same bytes again while it does costs nothing.
+    compiled: Mutex<HashMap<Digest, Weak<Policy>>>,
     calls: Semaphore,
     _ticker: EpochTicker,
 }
@@ -133,7 +135,13 @@ impl PolicyEngine {
         }
         let policy = Arc::new(load::load(self, bytes, digest)?);
         let mut compiled = self.compiled.lock().map_err(|_| Error::Engine("policy cache lock poisoned".into()))?;
-        Ok(compiled.entry(digest).or_insert(policy).clone())
+        compiled.retain(|_, p| p.strong_count() > 0);
+        // Two loads of the same bytes may race; the first one in wins.
+        if let Some(existing) = compiled.get(&digest).and_then(Weak::upgrade) {
+            return Ok(existing);
+        }
+        compiled.insert(digest, Arc::downgrade(&policy));
+        Ok(policy)
     }
 
     /// [`PolicyEngine::load`] on a blocking thread.
@@ -145,7 +153,12 @@ impl PolicyEngine {
     }
 
     fn cached(&self, digest: &Digest) -> Option<Arc<Policy>> {
-        self.compiled.lock().ok()?.get(digest).cloned()
+        self.compiled.lock().ok()?.get(digest).and_then(Weak::upgrade)
+    }
+
+    /// How many compiled modules are alive (served by someone).
+    pub fn compiled_modules(&self) -> usize {
+        self.compiled.lock().map_or(0, |c| c.values().filter(|p| p.strong_count() > 0).count())
     }
 
     /// Runs one decision on a blocking thread, at most `concurrency` at once, so slow

@@ -114,9 +114,17 @@ impl EpochTicker {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new().name("policy-epoch".into()).spawn(move || {
+            // Ticks follow the wall clock, not the number of sleeps: on a loaded machine
+            // a sleep oversleeps, and counting sleeps would stretch every deadline.
+            let started = std::time::Instant::now();
+            let mut ticks: u128 = 0;
             while !flag.load(Ordering::Relaxed) {
                 std::thread::sleep(EPOCH_TICK);
-                engine.increment_epoch();
+                let due = started.elapsed().as_nanos() / EPOCH_TICK.as_nanos().max(1);
+                while ticks < due {
+                    engine.increment_epoch();
+                    ticks += 1;
+                }
             }
         })?;
         Ok(EpochTicker { stop, thread: Some(thread) })

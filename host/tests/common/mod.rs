@@ -138,7 +138,7 @@ impl Operator {
     /// As [`Operator::start`], with the identity of `kubeconfig`.
     pub async fn start_with(namespace: &str, policy: &std::path::Path, kubeconfig: &std::path::Path) -> Operator {
         let port = free_port();
-        let log_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("operator-logs");
+        let log_dir = std::env::temp_dir().join("podset-host-operator-logs");
         std::fs::create_dir_all(&log_dir).expect("log dir");
         let log = log_dir.join(format!("{namespace}.log"));
         let out = std::fs::File::create(&log).expect("log file");
@@ -166,6 +166,10 @@ impl Operator {
     /// Sum of every sample of `metric` (all label sets) whose labels contain `filter`.
     pub async fn sum(&self, metric: &str, filter: &str) -> f64 {
         sum_metric(&self.metrics().await, metric, filter)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Sends SIGTERM and waits for the process to exit; returns whether it exited

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `make bench`: release builds, then two tables — the policy sandbox's decision
+# latency (`podset-host policy bench`) and the operator on a private control plane.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+hack/deps.sh
+log "building (release)"
+cargo build --release -p podset-host --bin podset-host
+PODSET_HOST_BIN="$ROOT/target/release/podset-host" hack/policy.sh --fixtures
+
+echo
+echo "## Policy decisions: fresh instance + call, target/policy/podset.wasm"
+echo
+target/release/podset-host policy bench target/policy/podset.wasm --budget "${BENCH_BUDGET:-2s}"
+
+export CLUSTER_DIR="$ROOT/.cluster-bench"
+trap 'hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
+hack/cluster.sh down >/dev/null 2>&1 || true
+hack/cluster.sh up >/dev/null || die "the benchmark control plane did not start"
+export PODSET_TEST_KUBECONFIG="$CLUSTER_DIR/kubeconfig" PODSET_POLICY_DIR="$ROOT/target/policy"
+echo
+echo "## Operator"
+cargo bench -q -p podset-host --bench operator
