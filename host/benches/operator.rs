@@ -30,14 +30,6 @@ fn memory(pid: u32) -> (f64, f64) {
     (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
 }
 
-async fn all_report(podsets: &Api<PodSet>, digest: &str, ready: i32) -> Option<()> {
-    let all = podsets.list(&ListParams::default()).await.ok()?;
-    let done = all.items.iter().filter(|p| {
-        p.status.as_ref().is_some_and(|s| s.available_replicas == ready && s.policy_digest.as_deref() == Some(digest))
-    });
-    (done.count() == PODSETS).then_some(())
-}
-
 #[tokio::main]
 async fn main() {
     let client = common::client().await;
@@ -63,7 +55,8 @@ async fn main() {
         r.expect("create PodSet");
     }
     let d_good = Digest::of(&good).to_string();
-    common::eventually("all PodSets converged", T, || all_report(&podsets, &d_good, REPLICAS)).await;
+    common::eventually("all PodSets converged", T, || common::all_decided_by(&podsets, PODSETS, &d_good, REPLICAS))
+        .await;
     let converge = started.elapsed();
     let total_pods = pods.list(&ListParams::default()).await.expect("pods").items.len();
     rows.push((
@@ -77,7 +70,8 @@ async fn main() {
     let tmp = file.with_extension("tmp");
     std::fs::write(&tmp, &canary).expect("write");
     std::fs::rename(&tmp, &file).expect("rename");
-    common::eventually("all PodSets re-decided", T, || all_report(&podsets, &d_canary, REPLICAS)).await;
+    common::eventually("all PodSets re-decided", T, || common::all_decided_by(&podsets, PODSETS, &d_canary, REPLICAS))
+        .await;
     rows.push((
         format!("policy file swap → all {PODSETS} PodSets report the new digest"),
         format!("{:.2?}", swap_started.elapsed()),

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Operator, active_pods, eventually};
+use common::{Env, active_pods, eventually};
 use futures::future::join_all;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use podset_host::crd::{ConfigMapKeyRef, PodSet, PolicyRef, ReconcilePolicy, ReconcilePolicySpec};
+use podset_host::crd::{ConfigMapKeyRef, PodSet, ReconcilePolicy, ReconcilePolicySpec};
 use podset_host::policy::Digest;
 
 const T: Duration = Duration::from_secs(60);
@@ -36,32 +36,14 @@ fn condition<'a>(ps: &'a PodSet, type_: &str) -> Option<&'a k8s_openapi::apimach
     ps.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)
 }
 
-async fn scale(podsets: &Api<PodSet>, name: &str, replicas: i32) {
-    let patch = serde_json::json!({ "spec": { "replicas": replicas } });
-    podsets.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("scale");
-}
-
-async fn converged(podsets: &Api<PodSet>, pods: &Api<Pod>, name: &str, n: usize, digest: &str) -> Vec<String> {
-    eventually(&format!("{name} to converge on {n} pods decided by {digest}"), T, || async {
-        let names = active_pods(pods, name).await;
-        let st = podsets.get(name).await.ok()?.status?;
-        (names.len() == n && st.available_replicas == n as i32 && st.policy_digest.as_deref() == Some(digest))
-            .then_some(names)
-    })
-    .await
-}
-
 #[tokio::test]
 async fn swapping_the_policy_file_redecides_every_podset_and_a_broken_file_changes_nothing() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "fileswap").await;
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("policy.wasm");
     let (good, canary) = (common::read_policy("podset.wasm"), common::read_policy("fixtures/canary.wasm"));
     std::fs::write(&file, &good).expect("policy file");
-    let op = Operator::start(&ns, &file).await;
-    let podsets: Api<PodSet> = Api::namespaced(client.clone(), &ns);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let env = Env::with_policy("fileswap", &file).await;
+    let (podsets, pods, op) = (&env.podsets, &env.pods, &env.op);
 
     const N: usize = 50;
     let names: Vec<String> = (0..N).map(|i| format!("ps-{i:02}")).collect();
@@ -75,14 +57,7 @@ async fn swapping_the_policy_file_redecides_every_podset_and_a_broken_file_chang
         r.expect("create PodSet");
     }
     let (d_good, d_canary) = (digest(&good), digest(&canary));
-    eventually("all PodSets converged on the first policy", T, || async {
-        let all = podsets.list(&Default::default()).await.ok()?;
-        let done = all.items.iter().filter(|p| {
-            p.status.as_ref().is_some_and(|s| s.available_replicas == 1 && s.policy_digest.as_deref() == Some(&d_good))
-        });
-        (done.count() == N).then_some(())
-    })
-    .await;
+    eventually("all PodSets converged on the first policy", T, || common::all_decided_by(podsets, N, &d_good, 1)).await;
 
     // Swap in the variant: every PodSet is re-decided by it, quickly, without failures.
     let started = Instant::now();
@@ -100,8 +75,8 @@ async fn swapping_the_policy_file_redecides_every_podset_and_a_broken_file_chang
     println!("{N} PodSets re-decided by the new policy {took:?} after the file was replaced");
     assert_eq!(op.sum("podset_reconcile_failures_total", "").await, 0.0, "no reconcile failed during the swap");
     // The new behaviour is visible on new pods.
-    scale(&podsets, &names[0], 2).await;
-    let now = converged(&podsets, &pods, &names[0], 2, &d_canary).await;
+    env.scale(&names[0], 2).await;
+    let now = env.converged_by(&names[0], 2, Some(&d_canary)).await;
     let labelled = join_all(now.iter().map(|n| pods.get(n))).await.into_iter().filter(|p| {
         p.as_ref()
             .ok()
@@ -116,98 +91,66 @@ async fn swapping_the_policy_file_redecides_every_podset_and_a_broken_file_chang
         (op.sum("podset_policy_loads_total", r#"result="rejected""#).await >= 1.0).then_some(())
     })
     .await;
-    scale(&podsets, &names[1], 3).await;
-    converged(&podsets, &pods, &names[1], 3, &d_canary).await;
+    env.scale(&names[1], 3).await;
+    env.converged_by(&names[1], 3, Some(&d_canary)).await;
     assert_eq!(op.sum("podset_reconcile_failures_total", "").await, 0.0);
     let log = std::fs::read_to_string(&op.log).expect("operator log");
     assert!(log.contains("policy update rejected"), "the refusal is logged");
-    common::delete_namespace(&client, &ns).await;
+    env.cleanup().await;
 }
 
-struct Cluster {
-    client: kube::Client,
-    ns: String,
-    podsets: Api<PodSet>,
-    pods: Api<Pod>,
-    rps: Api<ReconcilePolicy>,
-    cms: Api<ConfigMap>,
-    op: Operator,
+/// Publishes `module` as ConfigMap `cm` key `module.wasm` and points ReconcilePolicy
+/// `rp` at it (creating or updating both).
+async fn publish(env: &Env, rp: &str, cm: &str, module: &[u8]) {
+    let map = ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some(cm.into()), ..Default::default() },
+        binary_data: Some(BTreeMap::from([("module.wasm".to_string(), ByteString(module.to_vec()))])),
+        ..Default::default()
+    };
+    let pp = PatchParams::apply("hot-swap-test").force();
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    cms.patch(cm, &pp, &Patch::Apply(&map)).await.expect("apply ConfigMap");
+    let mut policy = ReconcilePolicy::new(
+        rp,
+        ReconcilePolicySpec {
+            config_map_ref: ConfigMapKeyRef { name: cm.into(), key: "module.wasm".into() },
+            sha256: digest(module),
+        },
+    );
+    policy.metadata.namespace = Some(env.ns.clone());
+    rps(env).patch(rp, &pp, &Patch::Apply(&policy)).await.expect("apply ReconcilePolicy");
 }
 
-impl Cluster {
-    async fn new(prefix: &str) -> Cluster {
-        let client = common::client().await;
-        let ns = common::namespace(&client, prefix).await;
-        let op = Operator::start(&ns, &common::policy_dir().join("podset.wasm")).await;
-        Cluster {
-            podsets: Api::namespaced(client.clone(), &ns),
-            pods: Api::namespaced(client.clone(), &ns),
-            rps: Api::namespaced(client.clone(), &ns),
-            cms: Api::namespaced(client.clone(), &ns),
-            client,
-            ns,
-            op,
-        }
-    }
+fn rps(env: &Env) -> Api<ReconcilePolicy> {
+    Api::namespaced(env.client.clone(), &env.ns)
+}
 
-    /// Publishes `module` as ConfigMap `cm` key `module.wasm` and points ReconcilePolicy
-    /// `rp` at it (creating or updating both).
-    async fn publish(&self, rp: &str, cm: &str, module: &[u8]) {
-        let map = ConfigMap {
-            metadata: kube::api::ObjectMeta { name: Some(cm.into()), ..Default::default() },
-            binary_data: Some(BTreeMap::from([("module.wasm".to_string(), ByteString(module.to_vec()))])),
-            ..Default::default()
-        };
-        let pp = PatchParams::apply("hot-swap-test").force();
-        self.cms.patch(cm, &pp, &Patch::Apply(&map)).await.expect("apply ConfigMap");
-        let mut policy = ReconcilePolicy::new(
-            rp,
-            ReconcilePolicySpec {
-                config_map_ref: ConfigMapKeyRef { name: cm.into(), key: "module.wasm".into() },
-                sha256: digest(module),
-            },
-        );
-        policy.metadata.namespace = Some(self.ns.clone());
-        self.rps.patch(rp, &pp, &Patch::Apply(&policy)).await.expect("apply ReconcilePolicy");
-    }
-
-    async fn create(&self, name: &str, replicas: i32, policy: Option<&str>) {
-        let mut ps = common::podset(name, replicas);
-        ps.spec.policy_ref = policy.map(|p| PolicyRef { name: p.into() });
-        self.podsets.create(&PostParams::default(), &ps).await.expect("create PodSet");
-    }
-
-    async fn policy_failed(&self, name: &str, reason: &str) {
-        let what = format!("{name} to report PolicyFailed/{reason} (log: {})", self.op.log.display());
-        eventually(&what, T, || async {
-            let ps = self.podsets.get(name).await.ok()?;
-            condition(&ps, "PolicyFailed").filter(|c| c.status == "True" && c.reason == reason).map(|_| ())
-        })
-        .await;
-    }
-
-    async fn cleanup(self) {
-        common::delete_namespace(&self.client, &self.ns).await;
-    }
+async fn policy_failed(env: &Env, name: &str, reason: &str) {
+    let what = format!("{name} to report PolicyFailed/{reason} (log: {})", env.op.log.display());
+    eventually(&what, T, || async {
+        let ps = env.podsets.get(name).await.ok()?;
+        condition(&ps, "PolicyFailed").filter(|c| c.status == "True" && c.reason == reason).map(|_| ())
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn reconcile_policies_swap_through_configmaps_side_by_side_with_the_default() {
-    let c = Cluster::new("rpswap").await;
+    let c = Env::new("rpswap").await;
     let (good, canary) = (common::read_policy("podset.wasm"), common::read_policy("fixtures/canary.wasm"));
-    c.publish("team", "team-module", &good).await;
-    c.create("plain", 2, None).await;
-    c.create("teamed", 2, Some("team")).await;
-    converged(&c.podsets, &c.pods, "plain", 2, &digest(&good)).await;
-    converged(&c.podsets, &c.pods, "teamed", 2, &digest(&good)).await;
-    let rp = c.rps.get("team").await.expect("ReconcilePolicy");
+    publish(&c, "team", "team-module", &good).await;
+    c.create("plain", 2).await;
+    c.create_with("teamed", 2, Some("team")).await;
+    c.converged_by("plain", 2, Some(&digest(&good))).await;
+    c.converged_by("teamed", 2, Some(&digest(&good))).await;
+    let rp = rps(&c).get("team").await.expect("ReconcilePolicy");
     let st = rp.status.expect("ReconcilePolicy status");
     assert_eq!(st.loaded_digest.as_deref(), Some(digest(&good).as_str()));
     assert!(st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
 
     // Swap the team's module through its ConfigMap: only "teamed" moves.
     let started = Instant::now();
-    c.publish("team", "team-module", &canary).await;
+    publish(&c, "team", "team-module", &canary).await;
     eventually("teamed to report the canary digest", T, || async {
         (status_digest(&c.podsets, "teamed").await? == digest(&canary)).then_some(())
     })
@@ -222,7 +165,7 @@ async fn reconcile_policies_swap_through_configmaps_side_by_side_with_the_defaul
         .patch("teamed", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec":{"replicas":3}})))
         .await
         .expect("scale");
-    let names = converged(&c.podsets, &c.pods, "teamed", 3, &digest(&canary)).await;
+    let names = c.converged_by("teamed", 3, Some(&digest(&canary))).await;
     let variant = join_all(names.iter().map(|n| c.pods.get(n))).await.into_iter().filter(|p| {
         p.as_ref()
             .ok()
@@ -232,18 +175,18 @@ async fn reconcile_policies_swap_through_configmaps_side_by_side_with_the_defaul
     assert_eq!(variant.count(), 1, "the new pod comes from the canary policy");
 
     // A broken module and a digest mismatch are refused; the last good keeps serving.
-    c.publish("team", "team-module", &common::read_policy("fixtures/not-wasm.wasm")).await;
+    publish(&c, "team", "team-module", &common::read_policy("fixtures/not-wasm.wasm")).await;
     eventually("the ReconcilePolicy to report the refusal", T, || async {
-        let st = c.rps.get("team").await.ok()?.status?;
+        let st = rps(&c).get("team").await.ok()?.status?;
         let failed = st.conditions.iter().any(|c| c.type_ == "Failed" && c.status == "True" && c.reason == "NotWasm");
         let ready = st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
         (failed && ready && st.loaded_digest == Some(digest(&canary))).then_some(())
     })
     .await;
     let pin = serde_json::json!({ "spec": { "sha256": digest(&good) } });
-    c.rps.patch("team", &PatchParams::default(), &Patch::Merge(&pin)).await.expect("repin");
+    rps(&c).patch("team", &PatchParams::default(), &Patch::Merge(&pin)).await.expect("repin");
     eventually("a digest mismatch to be refused", T, || async {
-        let st = c.rps.get("team").await.ok()?.status?;
+        let st = rps(&c).get("team").await.ok()?.status?;
         st.conditions.iter().any(|c| c.type_ == "Failed" && c.reason == "DigestMismatch").then_some(())
     })
     .await;
@@ -251,24 +194,24 @@ async fn reconcile_policies_swap_through_configmaps_side_by_side_with_the_defaul
         .patch("teamed", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec":{"replicas":1}})))
         .await
         .expect("scale");
-    converged(&c.podsets, &c.pods, "teamed", 1, &digest(&canary)).await;
+    c.converged_by("teamed", 1, Some(&digest(&canary))).await;
     assert_eq!(c.op.sum("podset_reconcile_failures_total", "").await, 0.0);
     c.cleanup().await;
 }
 
 #[tokio::test]
 async fn a_hostile_or_missing_policy_leaves_its_pods_alone_while_others_converge() {
-    let c = Cluster::new("hostile").await;
+    let c = Env::new("hostile").await;
     let good = common::read_policy("podset.wasm");
-    c.publish("team", "team-module", &good).await;
-    c.create("victim", 2, Some("team")).await;
-    c.create("bystander", 1, None).await;
-    let before = converged(&c.podsets, &c.pods, "victim", 2, &digest(&good)).await;
-    converged(&c.podsets, &c.pods, "bystander", 1, &digest(&good)).await;
+    publish(&c, "team", "team-module", &good).await;
+    c.create_with("victim", 2, Some("team")).await;
+    c.create("bystander", 1).await;
+    let before = c.converged_by("victim", 2, Some(&digest(&good))).await;
+    c.converged_by("bystander", 1, Some(&digest(&good))).await;
 
     // The team's policy becomes an infinite loop: contained, reported, pods untouched.
-    c.publish("team", "team-module", &common::read_policy("fixtures/infinite-loop.wasm")).await;
-    c.policy_failed("victim", "DeadlineExceeded").await;
+    publish(&c, "team", "team-module", &common::read_policy("fixtures/infinite-loop.wasm")).await;
+    policy_failed(&c, "victim", "DeadlineExceeded").await;
     c.podsets
         .patch("victim", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec":{"replicas":4}})))
         .await
@@ -278,7 +221,7 @@ async fn a_hostile_or_missing_policy_leaves_its_pods_alone_while_others_converge
         .patch("bystander", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec":{"replicas":3}})))
         .await
         .expect("scale");
-    converged(&c.podsets, &c.pods, "bystander", 3, &digest(&good)).await;
+    c.converged_by("bystander", 3, Some(&digest(&good))).await;
     assert_eq!(active_pods(&c.pods, "victim").await, before, "the failing policy's PodSet kept exactly its pods");
     let events = kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(c.client.clone(), &c.ns)
         .list(&Default::default())
@@ -291,8 +234,8 @@ async fn a_hostile_or_missing_policy_leaves_its_pods_alone_while_others_converge
     assert!(c.op.sum("podset_policy_failures_total", r#"reason="DeadlineExceeded""#).await >= 1.0);
 
     // Fixed: the PodSet converges and the condition clears.
-    c.publish("team", "team-module", &good).await;
-    converged(&c.podsets, &c.pods, "victim", 4, &digest(&good)).await;
+    publish(&c, "team", "team-module", &good).await;
+    c.converged_by("victim", 4, Some(&digest(&good))).await;
     eventually("PolicyFailed to clear", T, || async {
         let ps = c.podsets.get("victim").await.ok()?;
         condition(&ps, "PolicyFailed").is_none().then_some(())
@@ -301,8 +244,8 @@ async fn a_hostile_or_missing_policy_leaves_its_pods_alone_while_others_converge
 
     // The ReconcilePolicy is deleted: reported on the PodSet, pods left alone.
     let pods_now = active_pods(&c.pods, "victim").await;
-    c.rps.delete("team", &DeleteParams::default()).await.expect("delete ReconcilePolicy");
-    c.policy_failed("victim", "PolicyUnavailable").await;
+    rps(&c).delete("team", &DeleteParams::default()).await.expect("delete ReconcilePolicy");
+    policy_failed(&c, "victim", "PolicyUnavailable").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(active_pods(&c.pods, "victim").await, pods_now);
     c.cleanup().await;

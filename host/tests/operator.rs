@@ -7,63 +7,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Operator, active_pods, eventually, is_active};
+use common::{Env, active_pods, eventually, is_active};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use podset_host::crd::PodSet;
 
 const T: Duration = Duration::from_secs(30);
-
-struct Env {
-    client: kube::Client,
-    ns: String,
-    podsets: Api<PodSet>,
-    pods: Api<Pod>,
-    op: Operator,
-}
-
-impl Env {
-    async fn new(prefix: &str) -> Env {
-        let client = common::client().await;
-        let ns = common::namespace(&client, prefix).await;
-        let op = Operator::start(&ns, &common::policy_dir().join("podset.wasm")).await;
-        Env {
-            podsets: Api::namespaced(client.clone(), &ns),
-            pods: Api::namespaced(client.clone(), &ns),
-            client,
-            ns,
-            op,
-        }
-    }
-
-    async fn create(&self, name: &str, replicas: i32) {
-        self.podsets.create(&PostParams::default(), &common::podset(name, replicas)).await.expect("create PodSet");
-    }
-
-    async fn scale(&self, name: &str, replicas: i32) {
-        let patch = serde_json::json!({ "spec": { "replicas": replicas } });
-        self.podsets.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("scale");
-    }
-
-    /// Waits until PodSet `name` has exactly `n` active pods, all ready, and its status
-    /// says so; returns the pod names.
-    async fn converged(&self, name: &str, n: usize) -> Vec<String> {
-        let what = format!("{name} to converge on {n} ready pods (operator log: {})", self.op.log.display());
-        eventually(&what, T, || async {
-            let names = active_pods(&self.pods, name).await;
-            let ps = self.podsets.get(name).await.ok()?;
-            let status = ps.status?;
-            (names.len() == n && status.pod_names == names && status.available_replicas == n as i32).then_some(names)
-        })
-        .await
-    }
-
-    async fn cleanup(self) {
-        common::delete_namespace(&self.client, &self.ns).await;
-    }
-}
 
 /// Holds the observed active pod count steady for `d`, asserting it stays `n`.
 async fn stays(env: &Env, name: &str, n: usize, d: Duration) {

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use podset_host::crd::{PodSet, PodSetSpec};
@@ -217,4 +217,83 @@ pub async fn http_get(port: u16, path: &str) -> Option<String> {
     head.starts_with("HTTP/1.0 200")
         .then(|| body.to_string())
         .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_string()))
+}
+
+/// A test's world: its own namespace and an operator scoped to it.
+pub struct Env {
+    pub client: Client,
+    pub ns: String,
+    pub podsets: Api<PodSet>,
+    pub pods: Api<Pod>,
+    pub op: Operator,
+}
+
+/// How long a PodSet may take to converge in a test.
+pub const CONVERGE: Duration = Duration::from_secs(60);
+
+impl Env {
+    /// An operator with the default policy, `target/policy/podset.wasm`.
+    pub async fn new(prefix: &str) -> Env {
+        Self::with_policy(prefix, &policy_dir().join("podset.wasm")).await
+    }
+
+    pub async fn with_policy(prefix: &str, policy: &std::path::Path) -> Env {
+        let client = client().await;
+        let ns = namespace(&client, prefix).await;
+        let op = Operator::start(&ns, policy).await;
+        Env {
+            podsets: Api::namespaced(client.clone(), &ns),
+            pods: Api::namespaced(client.clone(), &ns),
+            client,
+            ns,
+            op,
+        }
+    }
+
+    pub async fn create(&self, name: &str, replicas: i32) {
+        self.create_with(name, replicas, None).await
+    }
+
+    /// A PodSet decided by ReconcilePolicy `policy` (or the default policy).
+    pub async fn create_with(&self, name: &str, replicas: i32, policy: Option<&str>) {
+        let mut ps = podset(name, replicas);
+        ps.spec.policy_ref = policy.map(|p| podset_host::crd::PolicyRef { name: p.into() });
+        self.podsets.create(&PostParams::default(), &ps).await.expect("create PodSet");
+    }
+
+    pub async fn scale(&self, name: &str, replicas: i32) {
+        let patch = serde_json::json!({ "spec": { "replicas": replicas } });
+        self.podsets.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("scale");
+    }
+
+    /// Waits until PodSet `name` has exactly `n` active pods, all ready, its status says
+    /// so, and (when given) the policy with `digest` decided it; returns the pod names.
+    pub async fn converged_by(&self, name: &str, n: usize, digest: Option<&str>) -> Vec<String> {
+        let by = digest.map(|d| format!(" decided by {d}")).unwrap_or_default();
+        let what = format!("{name} to converge on {n} ready pods{by} (operator log: {})", self.op.log.display());
+        eventually(&what, CONVERGE, || async {
+            let names = active_pods(&self.pods, name).await;
+            let st = self.podsets.get(name).await.ok()?.status?;
+            let decided = digest.is_none_or(|d| st.policy_digest.as_deref() == Some(d));
+            (names.len() == n && st.pod_names == names && st.available_replicas == n as i32 && decided).then_some(names)
+        })
+        .await
+    }
+
+    pub async fn converged(&self, name: &str, n: usize) -> Vec<String> {
+        self.converged_by(name, n, None).await
+    }
+
+    pub async fn cleanup(self) {
+        delete_namespace(&self.client, &self.ns).await;
+    }
+}
+
+/// `Some` once `count` PodSets have `ready` available pods and were decided by `digest`.
+pub async fn all_decided_by(podsets: &Api<PodSet>, count: usize, digest: &str, ready: i32) -> Option<()> {
+    let all = podsets.list(&ListParams::default()).await.ok()?;
+    let done = all.items.iter().filter(|p| {
+        p.status.as_ref().is_some_and(|s| s.available_replicas == ready && s.policy_digest.as_deref() == Some(digest))
+    });
+    (done.count() == count).then_some(())
 }
