@@ -4,10 +4,12 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::routing::get;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::Pod;
@@ -64,9 +66,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let (pods_api, podsets_api): (Api<Pod>, Api<PodSet>) = (scoped(&client, ns), scoped(&client, ns));
     let (pod_reader, pod_writer) = reflector::store();
     let (podset_reader, podset_writer) = reflector::store();
-    let podset_stream = reconcile::podset_events(podsets_api, podset_writer);
-    let recorder = Recorder::new(client.clone(), Reporter { controller: "podset-host".into(), instance: None });
     let expectations = Arc::new(Expectations::default());
+    let podset_stream = reconcile::podset_events(podsets_api, podset_writer, expectations.clone());
+    let recorder = Recorder::new(client.clone(), Reporter { controller: "podset-host".into(), instance: None });
     let ctx = Arc::new(Context {
         client: client.clone(),
         pods: pod_reader,
@@ -114,7 +116,18 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let configmaps: Api<PartialObjectMeta<ConfigMap>> = scoped(&client, ns);
     let policy_controller = sources::cluster::run(policy_ctl, rp_stream, rp_reader.clone(), configmaps, shutdown());
 
-    let http = serve(settings.metrics_addr, metrics.clone(), stop_rx.clone());
+    // Ready once the pod and PodSet caches hold a first full list: before that a
+    // reconcile would decide from a partial view.
+    let ready = Arc::new(AtomicBool::new(false));
+    let readiness = {
+        let (ready, ctx) = (ready.clone(), ctx.clone());
+        async move {
+            let _ = tokio::join!(ctx.pods.wait_until_ready(), ctx.podsets.wait_until_ready());
+            ready.store(true, Ordering::Relaxed);
+            info!("caches synced; ready");
+        }
+    };
+    let http = serve(settings.metrics_addr, metrics.clone(), ready, stop_rx.clone());
     let controller = async {
         // PodSets naming a ReconcilePolicy wait for the first list of them, so an
         // operator restart does not flag those PodSets' policies as missing.
@@ -133,7 +146,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         info!("shutting down");
         let _ = stop_tx.send(true);
     };
-    let (_, _, http_result, _, _) = tokio::join!(controller, policy_controller, http, file_watch, signal);
+    let (_, _, http_result, _, _, _) = tokio::join!(controller, policy_controller, http, file_watch, readiness, signal);
     http_result?;
     info!("stopped");
     Ok(())
@@ -175,12 +188,26 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-/// `/metrics`, `/healthz` and `/readyz` on `addr` until `stop`.
-async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+/// `/metrics`, `/healthz` and `/readyz` (503 until `ready`) on `addr` until `stop`.
+async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
     let app = Router::new()
         .route("/metrics", get(|State(m): State<Arc<Metrics>>| async move { m.encode() }))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || async move {
+                if ready.load(Ordering::Relaxed) {
+                    (StatusCode::OK, "ok")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+                }
+            }),
+        )
         .with_state(metrics);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

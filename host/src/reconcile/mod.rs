@@ -211,10 +211,17 @@ fn observe(expectations: &Expectations, pod: &Pod, seen: Seen) {
 pub fn podset_events(
     api: Api<PodSet>,
     writer: reflector::store::Writer<PodSet>,
+    expectations: Arc<Expectations>,
 ) -> impl Stream<Item = Result<PodSet, watcher::Error>> + Send {
     watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer)
+        // A deleted PodSet is never reconciled again: drop what was expected of it here.
+        .inspect_ok(move |ev| {
+            if let watcher::Event::Delete(ps) = ev {
+                expectations.forget(&execute::owner_key(ps));
+            }
+        })
         .applied_objects()
         .predicate_filter(predicates::generation, Default::default())
 }
