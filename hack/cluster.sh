@@ -231,6 +231,8 @@ cmd_up() {
   local t0=$SECONDS
   command -v setsid >/dev/null || die "setsid (util-linux) is required"
   apt_install openssl curl iproute2
+  # kubectl installs the project's CRDs below.
+  command -v kubectl >/dev/null || apt_install kubernetes-client
   local ETCD KUBE_APISERVER KUBE_CONTROLLER_MANAGER line
   while IFS= read -r line; do
     case "$line" in

@@ -6,6 +6,8 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use podset_host::crd::PodSet;
 
@@ -66,8 +68,15 @@ async fn the_operator_works_with_the_shipped_least_privilege_rbac() {
     let rbac = manifests().join("rbac.yaml").to_string_lossy().into_owned();
     let (ok, out) = kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &rbac]);
     assert!(ok, "{out}");
-    let (ok, token) = kubectl(&["create", "token", "podset-host", "-n", "podset-system", "--duration=1h"]);
-    assert!(ok, "TokenRequest for the operator's ServiceAccount: {token}");
+    // A TokenRequest for the ServiceAccount, as the kubelet would mount it.
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "podset-system");
+    let request = TokenRequest {
+        spec: TokenRequestSpec { expiration_seconds: Some(3600), ..Default::default() },
+        ..Default::default()
+    };
+    let issued: TokenRequest =
+        sas.create_subresource("token", "podset-host", &PostParams::default(), &request).await.expect("TokenRequest");
+    let token = issued.status.expect("a token was issued").token;
     let admin = kube::config::Kubeconfig::read_from(common::kubeconfig_path()).expect("kubeconfig");
     let server = admin.clusters[0].cluster.as_ref().and_then(|c| c.server.clone()).expect("server");
     let dir = tempfile::tempdir().expect("tempdir");
