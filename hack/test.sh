@@ -21,11 +21,21 @@ hack/cluster.sh down >/dev/null 2>&1 || true
 hack/cluster.sh up || die "the test control plane did not start; integration tests cannot run"
 
 export PODSET_TEST_KUBECONFIG="$CLUSTER_DIR/kubeconfig"
-export PODSET_TEST_AUDIT_LOG="$CLUSTER_DIR/logs/audit.log"
 export PODSET_POLICY_DIR="$ROOT/target/policy"
 
+results="$(mktemp)"
+trap 'rm -f "$results"; hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
+
 log "policy scenarios on the compiled component"
-target/debug/podset-host policy test target/policy/podset.wasm guest-podset/scenarios/*.yaml
+scenarios=0
+target/debug/podset-host policy test target/policy/podset.wasm guest-podset/scenarios/*.yaml | tee -a "$results" || scenarios=$?
 
 log "unit and integration tests"
-cargo test --workspace --no-fail-fast
+tests=0
+cargo test --workspace --no-fail-fast 2>&1 | tee -a "$results" || tests=$?
+
+# One closing line for the whole run: every cargo test binary and the scenarios.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     /^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 }
+     END { printf "total: %d passed, %d failed\n", p, f }' "$results"
+[ "$scenarios" = 0 ] && [ "$tests" = 0 ] || die "tests failed"
