@@ -38,6 +38,21 @@ async fn manifests_pass_a_server_side_dry_run() {
         let (ok, out) = kubectl(&args);
         assert!(ok, "server-side dry run of manifests/{file} failed:\n{out}");
     }
+
+    // The whole kustomization, with the policy module where `make deploy` puts it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    for file in ["kustomization.yaml", "crd.yaml", "rbac.yaml", "deployment.yaml"] {
+        std::fs::copy(manifests().join(file), dir.path().join(file)).expect("copy manifest");
+    }
+    std::fs::create_dir(dir.path().join("policy")).expect("policy dir");
+    std::fs::write(dir.path().join("policy/podset.wasm"), common::read_policy("podset.wasm")).expect("module");
+    let (ok, rendered) = kubectl(&["kustomize", &dir.path().to_string_lossy()]);
+    assert!(ok, "kubectl kustomize manifests/ failed:\n{rendered}");
+    assert!(rendered.contains("binaryData:") && rendered.contains("kind: Deployment"), "{rendered}");
+    let out_file = dir.path().join("rendered.yaml");
+    std::fs::write(&out_file, &rendered).expect("write rendered");
+    let (ok, out) = kubectl(&["apply", "--server-side", "--dry-run=server", "-f", &out_file.to_string_lossy()]);
+    assert!(ok, "server-side dry run of the kustomization failed:\n{out}");
 }
 
 #[tokio::test]
