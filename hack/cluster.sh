@@ -195,6 +195,16 @@ node_ready() {
     "$APISERVER_URL/api/v1/nodes/$SIM_NODE_NAME" | grep -q '"type": "Ready"'
 }
 
+crds_established() {
+  local names n
+  names=$(KUBECONFIG="$CLUSTER_DIR/kubeconfig" kubectl get -f "$ROOT/manifests/crd.yaml" -o name 2>/dev/null) || return 1
+  [ -n "$names" ] || return 1
+  for n in $names; do
+    [ "$(KUBECONFIG="$CLUSTER_DIR/kubeconfig" kubectl get "$n" \
+        -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ] || return 1
+  done
+}
+
 etcd_healthy() { curl -s --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
 
 on_failed_up() {
@@ -353,8 +363,13 @@ EOF
     log "installing manifests/crd.yaml"
     KUBECONFIG="$CLUSTER_DIR/kubeconfig" kubectl apply --server-side --force-conflicts -f "$ROOT/manifests/crd.yaml" >/dev/null \
       || die "installing manifests/crd.yaml failed"
-    KUBECONFIG="$CLUSTER_DIR/kubeconfig" kubectl wait --for condition=established --timeout=30s -f "$ROOT/manifests/crd.yaml" >/dev/null \
-      || die "the CRDs of manifests/crd.yaml did not become Established"
+    # Polled rather than `kubectl wait`, which fails outright while a new CRD has no
+    # conditions yet.
+    local crd_deadline=$((SECONDS + 30))
+    until crds_established; do
+      ((SECONDS < crd_deadline)) || die "the CRDs of manifests/crd.yaml were not Established after 30s"
+      sleep 0.2
+    done
   fi
 
   log "starting kube-controller-manager (garbagecollector, namespace)"
