@@ -14,6 +14,15 @@ wit_bindgen::generate!({
 
 mod decide;
 
+/// Every decision runs in a fresh instance that the host discards afterwards, so freed
+/// memory is never needed again: a bump allocator that never frees is the fastest
+/// correct allocator here (the host's memory cap still bounds a runaway policy).
+// SAFETY: wasm32-unknown-unknown without threads runs one thread per instance.
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOCATOR: lol_alloc::AssumeSingleThreaded<lol_alloc::LeakingAllocator> =
+    unsafe { lol_alloc::AssumeSingleThreaded::new(lol_alloc::LeakingAllocator::new()) };
+
 use exports::podset::policy::policy::{Action, Guest, Input, PolicyError, PolicyInfo};
 use podset::policy::log::{Level, log};
 

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Engine, Store, Trap};
+use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
 pub use bindings::{
     Action, Condition, ConditionStatus, CreatePod, GuestError, InFlight, Input, KeyValue, Pod, PodName, PodPhase,
@@ -36,6 +36,17 @@ use bindings::{PodsetPolicy, PodsetPolicyPre};
 use sandbox::{EpochTicker, Sandbox};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Instances alive at once: the calls the engine runs concurrently, loads, and direct
+/// callers (the CLI, tests). Running out makes instantiation fail, not wait.
+const POOL_INSTANCES: u32 = 256;
+
+/// Bytes of each pooled memory and table kept resident between instances (zeroed
+/// instead of decommitted): a decision's stack, data and heap usually fit, so a fresh
+/// instance costs no page faults. Measured with `make bench`: at 100 pods this halves
+/// p50 and p99 against decommitting. Policies should link a small stack
+/// (guest-podset/build.rs) so their heap starts low enough to fit.
+const KEEP_RESIDENT: usize = 1 << 20;
 
 /// The bounds every policy runs within.
 #[derive(Clone, Debug)]
@@ -105,6 +116,18 @@ impl PolicyEngine {
         // Deadlines by epoch: a check on loop back-edges and function entries, far
         // cheaper than fuel metering, and interrupts any loop.
         config.epoch_interruption(true);
+        // A fresh instance per decision is affordable when instances come from a
+        // pool: slots are mapped once and reset between uses instead of mmap'ed,
+        // faulted in and unmapped every time.
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(POOL_INSTANCES)
+            .total_core_instances(POOL_INSTANCES * 4)
+            .total_memories(POOL_INSTANCES)
+            .total_tables(POOL_INSTANCES * 2)
+            .max_memory_size(limits.memory_bytes)
+            .linear_memory_keep_resident(KEEP_RESIDENT)
+            .table_keep_resident(KEEP_RESIDENT);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(|e| Error::Engine(error::chain(&e)))?;
         let mut linker = Linker::new(&engine);
         // The only capability a policy gets.

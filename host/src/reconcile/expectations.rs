@@ -52,6 +52,17 @@ pub enum Seen {
     Absent,
 }
 
+impl Seen {
+    /// What the cache shows, given the pod it holds under a name (if any).
+    pub fn of(pod: Option<&k8s_openapi::api::core::v1::Pod>) -> Seen {
+        match pod {
+            Some(p) if p.metadata.deletion_timestamp.is_some() => Seen::Terminating,
+            Some(_) => Seen::Present,
+            None => Seen::Absent,
+        }
+    }
+}
+
 impl Expectations {
     pub fn expect_creation(&self, owner: &OwnerKey, pod: &str) {
         self.with(owner, |p| {

@@ -130,13 +130,9 @@ async fn reconcile_inner(podset: &PodSet, ctx: &Context) -> Result<Action> {
 
     let owned = ctx.owned_pods(podset);
     let owned: Vec<&Pod> = owned.iter().map(Arc::as_ref).collect();
-    let in_flight = ctx.expectations.in_flight(&key, |name| {
-        match owned.iter().find(|p| p.metadata.name.as_deref() == Some(name)) {
-            Some(p) if p.metadata.deletion_timestamp.is_some() => Seen::Terminating,
-            Some(_) => Seen::Present,
-            None => Seen::Absent,
-        }
-    });
+    let in_flight = ctx
+        .expectations
+        .in_flight(&key, |name| Seen::of(owned.iter().copied().find(|p| p.metadata.name.as_deref() == Some(name))));
     let input = input::build(podset, &owned, in_flight.clone());
 
     let decision = match ctx.engine.decide(policy.clone(), input).await {
@@ -186,10 +182,7 @@ pub fn pod_events(
         .default_backoff()
         .reflect(writer)
         .inspect_ok(move |ev| match ev {
-            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
-                let seen = if p.metadata.deletion_timestamp.is_some() { Seen::Terminating } else { Seen::Present };
-                observe(&expectations, p, seen);
-            }
+            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => observe(&expectations, p, Seen::of(Some(p))),
             watcher::Event::Delete(p) => observe(&expectations, p, Seen::Absent),
             _ => {}
         })

@@ -100,6 +100,13 @@ fn runtime_default() -> SeccompProfile {
     SeccompProfile { type_: "RuntimeDefault".into(), localhost_profile: None }
 }
 
+/// Pending or Running and not terminating: a pod that counts towards `spec.replicas`.
+/// A pod with no phase yet was just created, so it is Pending.
+pub fn is_active(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    matches!(phase, "Pending" | "Running") && pod.metadata.deletion_timestamp.is_none()
+}
+
 /// Whether `pod` is controlled by the PodSet with `uid` (controller owner reference).
 pub fn controlled_by(pod: &Pod, uid: &str) -> bool {
     pod.owner_references().iter().any(|r| r.controller == Some(true) && r.uid == uid)

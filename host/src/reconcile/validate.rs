@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
-use super::pods::{SELECTOR_LABEL, controlled_by};
+use super::pods::{SELECTOR_LABEL, controlled_by, is_active};
 use crate::crd::PodSet;
 use crate::policy::{Action, CreatePod, InFlight, KeyValue, PodName, PodsetStatus};
 
@@ -61,7 +61,8 @@ pub fn check(actions: Vec<Action>, podset: &PodSet, owned: &[&Pod], in_flight: &
         }
     }
 
-    // Never more pods than the spec asks for, counting what is active and in flight.
+    // Never more pods than the spec asks for, counting what is active and in flight. The
+    // operator's own count: whatever a policy believes, this bound holds.
     let active =
         owned.iter().filter(|p| is_active(p) && !in_flight.deletions.iter().any(|d| *d == p.name_any())).count();
     let allowed =
@@ -75,11 +76,6 @@ pub fn check(actions: Vec<Action>, podset: &PodSet, owned: &[&Pod], in_flight: &
         ));
     }
     Ok(out)
-}
-
-fn is_active(pod: &Pod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-    matches!(phase, "Pending" | "Running") && pod.metadata.deletion_timestamp.is_none()
 }
 
 fn check_create(c: &CreatePod) -> Result<(), String> {
