@@ -91,11 +91,13 @@ async fn main() {
         format!("{idle_rss:.1} → {rss:.1} MiB ({peak:.1} MiB)"),
     ));
 
-    let width = rows.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
-    println!("\n| {:<width$} | {:>24} |", "operator (release build, embedded control plane)", "");
-    println!("|{}|{}|", "-".repeat(width + 2), "-".repeat(26));
+    let title = "operator (release build, embedded control plane)";
+    let width = rows.iter().map(|(k, _)| k.chars().count()).chain([title.len()]).max().unwrap_or(0);
+    let vw = rows.iter().map(|(_, v)| v.chars().count()).max().unwrap_or(0);
+    println!("\n| {title:<width$} | {:>vw$} |", "");
+    println!("|{}|{}:|", "-".repeat(width + 2), "-".repeat(vw + 1));
     for (k, v) in rows {
-        println!("| {k:<width$} | {v:>24} |");
+        println!("| {k:<width$} | {v:>vw$} |");
     }
     common::delete_namespace(&client, &ns).await;
 }
