@@ -1,6 +1,7 @@
 //! `podset-host run`: wires the client, the policy engine, the policy sources, the
 //! controller and the HTTP endpoint together, and shuts them down on SIGTERM.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
+use futures::FutureExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -19,7 +21,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
 use tokio::sync::watch;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::sources::cluster::PolicyController;
 
@@ -76,7 +78,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         expectations: expectations.clone(),
         engine: engine.clone(),
         policies: policies.clone(),
-        recorder,
+        recorder: recorder.clone(),
         metrics: metrics.clone(),
         resync: settings.resync,
         failures: Default::default(),
@@ -108,7 +110,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         engine: engine.clone(),
         policies: policies.clone(),
         metrics: metrics.clone(),
-        recorder: Recorder::new(client.clone(), Reporter { controller: "podset-host".into(), instance: None }),
+        recorder,
         podsets: ctx.clone(),
         requeue: requeue_tx,
     });
@@ -120,26 +122,42 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     // reconcile would decide from a partial view.
     let ready = Arc::new(AtomicBool::new(false));
     let readiness = {
-        let (ready, ctx) = (ready.clone(), ctx.clone());
+        let (ready, ctx, stopped) = (ready.clone(), ctx.clone(), shutdown());
         async move {
-            let _ = tokio::join!(ctx.pods.wait_until_ready(), ctx.podsets.wait_until_ready());
-            ready.store(true, Ordering::Relaxed);
-            info!("caches synced; ready");
+            // A shutdown before the caches sync (say, the API is unreachable) must not wait for them.
+            tokio::select! {
+                _ = async { tokio::join!(ctx.pods.wait_until_ready(), ctx.podsets.wait_until_ready()) } => {
+                    ready.store(true, Ordering::Relaxed);
+                    info!("caches synced; ready");
+                }
+                _ = stopped => {}
+            }
         }
     };
-    let http = serve(settings.metrics_addr, metrics.clone(), ready, stop_rx.clone());
+    let http = serve(settings.metrics_addr, metrics.clone(), ready.clone(), stop_rx.clone());
     let controller = async {
         // PodSets naming a ReconcilePolicy wait for the first list of them, so an
         // operator restart does not flag those PodSets' policies as missing.
-        if tokio::time::timeout(POLICY_LIST_WAIT, rp_reader.wait_until_ready()).await.is_err() {
+        let listed = tokio::select! {
+            r = tokio::time::timeout(POLICY_LIST_WAIT, rp_reader.wait_until_ready()) => r.is_ok(),
+            _ = shutdown() => true,
+        };
+        if !listed {
             warn!(
                 "ReconcilePolicies not listed after {POLICY_LIST_WAIT:?} (is the CRD installed? `make install`); \
                  PodSets with spec.policyRef report PolicyUnavailable until they are"
             );
         }
-        reconcile::run(ctx.clone(), podset_stream, pod_stream, requeue_rx, settings.concurrency, shutdown()).await
+        reconcile::run(ctx.clone(), podset_stream, pod_stream, requeue_rx, settings.concurrency, shutdown()).await;
     };
-
+    let controller = bounded("PodSet controller", controller, shutdown(), || ready.load(Ordering::Relaxed));
+    let policy_controller = bounded("ReconcilePolicy controller", policy_controller, shutdown(), || {
+        rp_reader.wait_until_ready().now_or_never().is_some()
+    });
+    let file_watch = async {
+        file_watch.await;
+        debug!("policy file watch stopped");
+    };
     info!(namespace = settings.namespace.as_deref().unwrap_or("<all>"), "podset-host started");
     let signal = async {
         shutdown_signal().await;
@@ -150,6 +168,32 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     http_result?;
     info!("stopped");
     Ok(())
+}
+
+/// How long reconciles in flight get to finish after a shutdown request.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Runs a controller until it stops after `stop`, giving reconciles in flight
+/// [`SHUTDOWN_GRACE`]. A controller whose cache never synced has nothing in flight
+/// (kube-runtime starts no reconcile before the sync) but also never completes its
+/// graceful shutdown, waiting for that sync: it is dropped at once.
+async fn bounded(
+    name: &str,
+    controller: impl Future<Output = ()>,
+    stop: impl Future<Output = ()>,
+    synced: impl Fn() -> bool,
+) {
+    let deadline = async {
+        stop.await;
+        if synced() {
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+            warn!("{name} did not stop within {SHUTDOWN_GRACE:?} of the shutdown request; dropping it");
+        }
+    };
+    tokio::select! {
+        _ = controller => debug!("{name} stopped"),
+        _ = deadline => debug!("{name} dropped at shutdown"),
+    }
 }
 
 /// How long the PodSet controller waits for the first list of ReconcilePolicies.

@@ -228,3 +228,23 @@ async fn sigterm_stops_the_operator_gracefully() {
     assert!(env.op.terminate(Duration::from_secs(10)), "exit after SIGTERM (log: {})", env.op.log.display());
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn an_operator_that_cannot_reach_its_cluster_is_not_ready_and_still_stops() {
+    // A kubeconfig pointing at a loopback port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{closed}', insecure-skip-tls-verify: true}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n"
+        ),
+    )
+    .expect("kubeconfig");
+    let mut op = common::Operator::spawn("nowhere", &common::policy_dir().join("podset.wasm"), &kubeconfig);
+    eventually("the operator to serve /healthz", T, || async { common::http_get(op.port, "/healthz").await }).await;
+    assert_eq!(common::http_get(op.port, "/readyz").await, None, "not ready without its caches");
+    assert!(op.terminate(Duration::from_secs(10)), "SIGTERM before the caches synced (log: {})", op.log.display());
+}

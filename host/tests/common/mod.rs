@@ -137,6 +137,17 @@ impl Operator {
 
     /// As [`Operator::start`], with the identity of `kubeconfig`.
     pub async fn start_with(namespace: &str, policy: &std::path::Path, kubeconfig: &std::path::Path) -> Operator {
+        let op = Self::spawn(namespace, policy, kubeconfig);
+        let what = format!("the operator to serve /readyz (log: {})", op.log.display());
+        eventually(&what, Duration::from_secs(30), || async {
+            http_get(op.port, "/readyz").await.filter(|b| b == "ok")
+        })
+        .await;
+        op
+    }
+
+    /// Starts the operator without waiting for it to be ready.
+    pub fn spawn(namespace: &str, policy: &std::path::Path, kubeconfig: &std::path::Path) -> Operator {
         let port = free_port();
         let log_dir = std::env::temp_dir().join("podset-host-operator-logs");
         std::fs::create_dir_all(&log_dir).expect("log dir");
@@ -152,11 +163,7 @@ impl Operator {
             .stderr(out)
             .spawn()
             .expect("spawn podset-host");
-        let op = Operator { child, port, log };
-        let what = format!("the operator to serve /readyz (log: {})", op.log.display());
-        eventually(&what, Duration::from_secs(30), || async { http_get(port, "/readyz").await.filter(|b| b == "ok") })
-            .await;
-        op
+        Operator { child, port, log }
     }
 
     pub async fn metrics(&self) -> String {
