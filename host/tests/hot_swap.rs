@@ -99,6 +99,38 @@ async fn swapping_the_policy_file_redecides_every_podset_and_a_broken_file_chang
     env.cleanup().await;
 }
 
+/// Lays out `dir` as the kubelet does a ConfigMap volume: `podset.wasm` links to
+/// `..data/podset.wasm`, and `..data` links to a timestamped directory. An update
+/// writes a new directory and renames a fresh `..data` link over the old one.
+fn kubelet_configmap_update(dir: &Path, generation: u32, module: &[u8]) {
+    let versioned = dir.join(format!("..2026_11_22_{generation:04}"));
+    std::fs::create_dir(&versioned).expect("versioned dir");
+    std::fs::write(versioned.join("podset.wasm"), module).expect("module");
+    let tmp = dir.join("..data_tmp");
+    std::os::unix::fs::symlink(versioned.file_name().expect("name"), &tmp).expect("symlink");
+    std::fs::rename(&tmp, dir.join("..data")).expect("swap ..data");
+    let link = dir.join("podset.wasm");
+    if std::fs::symlink_metadata(&link).is_err() {
+        std::os::unix::fs::symlink("..data/podset.wasm", &link).expect("file symlink");
+    }
+}
+
+#[tokio::test]
+async fn a_configmap_volume_update_swaps_the_default_policy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (good, canary) = (common::read_policy("podset.wasm"), common::read_policy("fixtures/canary.wasm"));
+    kubelet_configmap_update(dir.path(), 1, &good);
+    let env = Env::with_policy("cmvolume", &dir.path().join("podset.wasm")).await;
+    env.create("web", 1).await;
+    env.converged_by("web", 1, Some(&digest(&good))).await;
+    kubelet_configmap_update(dir.path(), 2, &canary);
+    eventually("the PodSet to be decided by the updated volume's module", T, || async {
+        (status_digest(&env.podsets, "web").await? == digest(&canary)).then_some(())
+    })
+    .await;
+    env.cleanup().await;
+}
+
 /// Publishes `module` as ConfigMap `cm` key `module.wasm` and points ReconcilePolicy
 /// `rp` at it (creating or updating both).
 async fn publish(env: &Env, rp: &str, cm: &str, module: &[u8]) {

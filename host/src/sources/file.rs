@@ -1,6 +1,6 @@
-//! The default policy from a file, reloaded when the file changes: in-place writes
-//! and atomic renames (`mv new.wasm podset.wasm`, what `make policy` and ConfigMap
-//! volume updates do) both count.
+//! The default policy from a file, reloaded when it changes: in-place writes, atomic
+//! renames (`mv new.wasm podset.wasm`), and ConfigMap volume updates, where the kubelet
+//! swaps a `..data` symlink and the file's own name never sees an event.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,14 +32,12 @@ pub async fn watch(
     mut stop: tokio_watch::Receiver<bool>,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    // Watch the directory, not the file: an atomic rename replaces the file's inode and
-    // a watch on the old one would go silent.
+    // Watch the directory, not the file: an atomic rename replaces the file's inode,
+    // and a ConfigMap volume changes only its `..data` symlink. Any change in the
+    // directory triggers a read; an unchanged digest makes it a no-op.
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
-    let file_name = path.file_name().map(|n| n.to_owned());
     let mut watcher = match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if let Ok(ev) = res
-            && ev.paths.iter().any(|p| p.file_name() == file_name.as_deref())
-        {
+        if res.is_ok_and(|ev| !ev.kind.is_access()) {
             let _ = tx.send(());
         }
     }) {
