@@ -41,7 +41,7 @@ struct RunArgs {
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 8)]
     concurrency: u16,
     /// Reconcile every PodSet at least this often.
-    #[arg(long, env = "RESYNC_PERIOD", default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, env = "RESYNC_PERIOD", default_value = "5m", value_parser = humantime::parse_duration)]
     resync: Duration,
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, env = "METRICS_ADDR", default_value = "127.0.0.1:8080")]
@@ -84,7 +84,7 @@ enum PolicyCommand {
     Bench {
         module: PathBuf,
         /// Time spent per row.
-        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
         budget: Duration,
         #[command(flatten)]
         sandbox: SandboxArgs,
@@ -107,7 +107,7 @@ enum Format {
 #[derive(Args, Clone)]
 struct SandboxArgs {
     /// CPU deadline of one policy call.
-    #[arg(long, env = "POLICY_DEADLINE", default_value = "100ms", value_parser = parse_duration)]
+    #[arg(long, env = "POLICY_DEADLINE", default_value = "100ms", value_parser = humantime::parse_duration)]
     policy_deadline: Duration,
     /// Linear-memory cap of one policy instance, in MiB.
     #[arg(long, env = "POLICY_MEMORY_MIB", default_value_t = 16)]
@@ -125,20 +125,6 @@ impl SandboxArgs {
         let policy = engine.load(&bytes).with_context(|| format!("loading {}", module.display()))?;
         Ok((engine, policy))
     }
-}
-
-/// `100ms`, `2s`, `1m`, or a bare number of seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map_or((s, "s"), |i| s.split_at(i));
-    let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        _ => return Err(format!("invalid duration unit in {s:?} (use ms, s or m)")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }
 
 fn main() -> ExitCode {
@@ -248,19 +234,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_parse_in_the_units_the_flags_document() {
-        assert_eq!(parse_duration("100ms"), Ok(Duration::from_millis(100)));
-        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
-        assert!(parse_duration("fast").is_err());
-        assert!(parse_duration("10h").is_err());
-        assert!(parse_duration("-1s").is_err());
-    }
-
-    #[test]
     fn the_command_line_is_well_formed() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_take_the_units_the_flags_document() {
+        let run = Cli::try_parse_from([
+            "podset-host",
+            "run",
+            "--policy",
+            "p.wasm",
+            "--policy-deadline",
+            "250ms",
+            "--resync",
+            "2m",
+        ])
+        .expect("flags parse");
+        let Command::Run(args) = run.command else { panic!("run") };
+        assert_eq!(args.sandbox.policy_deadline, Duration::from_millis(250));
+        assert_eq!(args.resync, Duration::from_secs(120));
+        assert!(Cli::try_parse_from(["podset-host", "run", "--policy", "p", "--resync", "soon"]).is_err());
     }
 }

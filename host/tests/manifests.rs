@@ -96,15 +96,7 @@ async fn the_operator_works_with_the_shipped_least_privilege_rbac() {
     let server = admin.clusters[0].cluster.as_ref().and_then(|c| c.server.clone()).expect("server");
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = dir.path().join("operator.kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: '{server}', insecure-skip-tls-verify: true}}}}]\n\
-             users: [{{name: op, user: {{token: '{}'}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: op}}}}]\ncurrent-context: c\n",
-            token.trim()
-        ),
-    )
-    .expect("write kubeconfig");
+    common::write_kubeconfig(&kubeconfig, &server, token.trim());
 
     let ns = common::namespace(&client, "rbac").await;
     let op = common::Operator::start_with(&ns, &common::policy_dir().join("podset.wasm"), &kubeconfig).await;

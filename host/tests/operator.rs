@@ -235,14 +235,7 @@ async fn an_operator_that_cannot_reach_its_cluster_is_not_ready_and_still_stops(
     let closed = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{closed}', insecure-skip-tls-verify: true}}}}]\n\
-             users: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n"
-        ),
-    )
-    .expect("kubeconfig");
+    common::write_kubeconfig(&kubeconfig, &format!("https://127.0.0.1:{closed}"), "t");
     let mut op = common::Operator::spawn("nowhere", &common::policy_dir().join("podset.wasm"), &kubeconfig);
     eventually("the operator to serve /healthz", T, || async { common::http_get(op.port, "/healthz").await }).await;
     assert_eq!(common::http_get(op.port, "/readyz").await, None, "not ready without its caches");

@@ -2,7 +2,6 @@
 //! that has no nodes, the way the Kubernetes integration tests drive pods by writing
 //! their status. Flags + wiring live here; the work is in `node` and `pods`.
 
-mod duration;
 mod node;
 mod pods;
 mod status;
@@ -29,16 +28,16 @@ struct Args {
     node_name: String,
 
     /// How long a bound pod stays Pending before it reports Running (e.g. `1s`, `500ms`).
-    #[arg(long, env = "SIM_READY_DELAY", default_value = "1s", value_parser = duration::parse)]
+    #[arg(long, env = "SIM_READY_DELAY", default_value = "1s", value_parser = humantime::parse_duration)]
     ready_delay: Duration,
 
     /// Upper bound on the termination grace period honoured before a deleted pod is removed,
     /// so tests do not wait the default 30 s.
-    #[arg(long, env = "SIM_MAX_GRACE", default_value = "2s", value_parser = duration::parse)]
+    #[arg(long, env = "SIM_MAX_GRACE", default_value = "2s", value_parser = humantime::parse_duration)]
     max_grace: Duration,
 
     /// How often the Node's Ready condition is re-asserted.
-    #[arg(long, env = "SIM_HEARTBEAT", default_value = "10s", value_parser = duration::parse)]
+    #[arg(long, env = "SIM_HEARTBEAT", default_value = "10s", value_parser = humantime::parse_duration)]
     heartbeat: Duration,
 }
 

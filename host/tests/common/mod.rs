@@ -41,6 +41,17 @@ pub fn kubeconfig_path() -> PathBuf {
     path
 }
 
+/// Writes a kubeconfig for `server` that authenticates with `token`.
+pub fn write_kubeconfig(path: &std::path::Path, server: &str, token: &str) {
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\n\
+         clusters: [{{name: c, cluster: {{server: '{server}', insecure-skip-tls-verify: true}}}}]\n\
+         users: [{{name: u, user: {{token: '{token}'}}}}]\n\
+         contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n"
+    );
+    std::fs::write(path, yaml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}
+
 pub async fn client() -> Client {
     let path = kubeconfig_path();
     let kc = Kubeconfig::read_from(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
