@@ -34,12 +34,16 @@ pub struct PodSetSpec {
     /// Template of the pods. Without one, pods run busybox `sleep 3600`. Whatever the
     /// template says, pods get the PodSet's selector label, an owner reference, and the
     /// restricted security context.
+    // Absent rather than null (never serialized as null): schema of the inner type, so
+    // the published OpenAPI keeps its type and `kubectl explain` can describe it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "PodTemplateSpec")]
     pub template: Option<PodTemplateSpec>,
 
     /// The ReconcilePolicy (same namespace) that decides for this PodSet. Without it,
     /// the operator's default policy decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "PolicyRef")]
     pub policy_ref: Option<PolicyRef>,
 }
 
@@ -65,6 +69,7 @@ pub struct PodSetStatus {
 
     /// The `metadata.generation` the status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "i64")]
     pub observed_generation: Option<i64>,
 
     /// `Available` (from the policy) and `PolicyFailed` (from the operator).
@@ -74,6 +79,7 @@ pub struct PodSetStatus {
 
     /// `sha256:<hex>` of the policy module that made the last decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub policy_digest: Option<String>,
 }
 
@@ -120,9 +126,11 @@ pub struct ReconcilePolicyStatus {
     /// Digest of the module serving now: the last one that loaded, even when a newer
     /// one was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub loaded_digest: Option<String>,
     /// The `metadata.generation` last acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "i64")]
     pub observed_generation: Option<i64>,
     /// `Ready` (a module is serving) and `Failed` (the current spec could not be loaded).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
