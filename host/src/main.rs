@@ -178,6 +178,7 @@ fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
             println!("version:  {}", info.version);
             println!("contract: {} (host speaks {})", info.contract, policy::contract_version());
             println!("digest:   {}", policy.digest());
+            println!("imports:  {}", policy.imports().join(", "));
         }
         PolicyCommand::Run { module, input, output, sandbox } => {
             let (_engine, policy) = sandbox.load(&module)?;

@@ -41,6 +41,14 @@ fn the_default_policy_loads_and_decides() {
     let policy = engine.load(&common::read_policy("podset.wasm")).expect("default policy loads");
     assert_eq!(policy.info().name, "guest-podset");
     assert_eq!(policy.info().contract, podset_host::policy::contract_version());
+    // Zero ambient capability: nothing but the contract's own interfaces.
+    let v = podset_host::policy::contract_version();
+    for import in policy.imports() {
+        assert!(
+            [format!("podset:policy/log@{v}"), format!("podset:policy/types@{v}")].contains(import),
+            "unexpected import {import}"
+        );
+    }
     let decision = policy.decide(&input(3)).expect("decides");
     let creates = decision.actions.iter().filter(|a| matches!(a, Action::CreatePod(_))).count();
     assert_eq!(creates, 3);

@@ -24,8 +24,8 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
     let ty = component.component_type();
     // `types` holds only type definitions: importing it grants nothing.
     let allowed = vec![interface_name("log"), interface_name("types")];
-    let forbidden: Vec<String> =
-        ty.imports(&engine.engine).map(|(name, _)| name.to_string()).filter(|n| !allowed.contains(n)).collect();
+    let imports: Vec<String> = ty.imports(&engine.engine).map(|(name, _)| name.to_string()).collect();
+    let forbidden: Vec<String> = imports.iter().filter(|n| !allowed.contains(n)).cloned().collect();
     if !forbidden.is_empty() {
         return Err(Error::ForbiddenImports { imports: forbidden, allowed });
     }
@@ -52,7 +52,7 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
     }
     let short = digest.to_string();
     let label: Arc<str> = format!("{}@{} ({})", info.name, info.version, &short[..19]).into();
-    Ok(Policy { digest, info, pre, limits: limits.clone(), label })
+    Ok(Policy { digest, info, imports, pre, limits: limits.clone(), label })
 }
 
 fn check_header(bytes: &[u8]) -> Result<()> {

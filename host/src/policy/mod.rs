@@ -95,6 +95,8 @@ pub struct PolicyEngine {
 pub struct Policy {
     digest: Digest,
     info: PolicyInfo,
+    /// What the component imports (all within the allowlist, or it would not load).
+    imports: Vec<String>,
     pre: PodsetPolicyPre<Sandbox>,
     limits: Limits,
     /// `name@version (sha256:…)`, for logs.
@@ -205,6 +207,10 @@ impl Policy {
 
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    pub fn imports(&self) -> &[String] {
+        &self.imports
     }
 
     /// One decision in a fresh instance. Blocking; bounded by the limits.
