@@ -78,7 +78,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         expectations: expectations.clone(),
         engine: engine.clone(),
         policies: policies.clone(),
-        recorder: recorder.clone(),
+        recorder,
         metrics: metrics.clone(),
         resync: settings.resync,
         failures: Default::default(),
@@ -95,25 +95,9 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
 
     // Policy sources re-queue the PodSets whose policy changed.
     let (requeue_tx, requeue_rx) = futures::channel::mpsc::unbounded();
-    let file_watch = sources::file::watch(
-        settings.policy.clone(),
-        engine.clone(),
-        policies.clone(),
-        metrics.clone(),
-        ctx.clone(),
-        requeue_tx.clone(),
-        stop_rx.clone(),
-    );
+    let file_watch = sources::file::watch(settings.policy.clone(), ctx.clone(), requeue_tx.clone(), stop_rx.clone());
     let (rp_reader, rp_writer) = reflector::store();
-    let policy_ctl = Arc::new(PolicyController {
-        client: client.clone(),
-        engine: engine.clone(),
-        policies: policies.clone(),
-        metrics: metrics.clone(),
-        recorder,
-        podsets: ctx.clone(),
-        requeue: requeue_tx,
-    });
+    let policy_ctl = Arc::new(PolicyController { ctx: ctx.clone(), requeue: requeue_tx });
     let rp_stream = sources::cluster::events(scoped(&client, ns), rp_writer, policy_ctl.clone());
     let configmaps: Api<PartialObjectMeta<ConfigMap>> = scoped(&client, ns);
     let policy_controller = sources::cluster::run(policy_ctl, rp_stream, rp_reader.clone(), configmaps, shutdown());

@@ -216,7 +216,7 @@ impl Policy {
     /// One decision in a fresh instance. Blocking; bounded by the limits.
     pub fn decide(&self, input: &Input) -> Result<Decision> {
         let started = Instant::now();
-        let mut store = self.store();
+        let mut store = new_store(self.pre.engine(), &self.limits, self.label.clone());
         let result = self
             .pre
             .instantiate(&mut store)
@@ -227,7 +227,7 @@ impl Policy {
             Ok(Err(refused)) => {
                 return Err(Error::Refused { reason: refused.reason, message: refused.message });
             }
-            Err(e) => return Err(self.classify(&e, &store)),
+            Err(e) => return Err(classify(&e, &store, &self.limits)),
         };
         output::check(&actions, &self.limits)?;
         Ok(Decision { actions, elapsed })
@@ -239,14 +239,6 @@ impl Policy {
         pre.instantiate(&mut store)
             .and_then(|instance| instance.podset_policy_policy().call_info(&mut store))
             .map_err(|e| classify(&e, &store, limits))
-    }
-
-    fn store(&self) -> Store<Sandbox> {
-        new_store(self.pre.engine(), &self.limits, self.label.clone())
-    }
-
-    fn classify(&self, e: &wasmtime::Error, store: &Store<Sandbox>) -> Error {
-        classify(e, store, &self.limits)
     }
 }
 

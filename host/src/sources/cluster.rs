@@ -14,19 +14,18 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::requeue_matching;
 use crate::conditions;
 use crate::crd::{PodSet, ReconcilePolicy, ReconcilePolicyStatus};
-use crate::metrics::Metrics;
-use crate::policy::{Digest, PolicyEngine};
+use crate::policy::Digest;
 use crate::reconcile::Context;
-use crate::registry::{Policies, PolicyKey, references};
+use crate::registry::{PolicyKey, references};
 
 /// Why a ReconcilePolicy's reconcile failed (only API errors: a bad module is a
 /// reported outcome, not a failure to retry).
@@ -36,14 +35,10 @@ pub enum Error {
     Kube(#[from] kube::Error),
 }
 
+/// The operator's shared context (client, engine, policies, metrics, recorder,
+/// PodSet cache) and the channel that re-queues the PodSets a swap concerns.
 pub struct PolicyController {
-    pub client: Client,
-    pub engine: Arc<PolicyEngine>,
-    pub policies: Arc<Policies>,
-    pub metrics: Arc<Metrics>,
-    pub recorder: Recorder,
-    /// To re-queue the PodSets a swap concerns.
-    pub podsets: Arc<Context>,
+    pub ctx: Arc<Context>,
     pub requeue: UnboundedSender<ObjectRef<PodSet>>,
 }
 
@@ -62,11 +57,11 @@ pub fn events(
         .default_backoff()
         .reflect(writer)
         .inspect_ok(move |ev| match ev {
-            watcher::Event::Apply(rp) | watcher::Event::InitApply(rp) => ctl.policies.declare(&key_of(rp)),
+            watcher::Event::Apply(rp) | watcher::Event::InitApply(rp) => ctl.ctx.policies.declare(&key_of(rp)),
             watcher::Event::Delete(rp) => {
                 let key = key_of(rp);
-                ctl.policies.remove(&key);
-                let n = requeue_matching(&ctl.podsets, &ctl.requeue, |ps| references(ps, &key));
+                ctl.ctx.policies.remove(&key);
+                let n = requeue_matching(&ctl.ctx, &ctl.requeue, |ps| references(ps, &key));
                 info!(policy = %format!("{}/{}", key.0, key.1), podsets = n, "ReconcilePolicy deleted");
             }
             _ => {}
@@ -109,7 +104,7 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctl: Arc<PolicyController>) -> Resu
     let key = key_of(&rp);
     let started = Instant::now();
     let outcome = load(&rp, &ctl).await?;
-    let serving = ctl.policies.serving(&key);
+    let serving = ctl.ctx.policies.serving(&key);
     let generation = rp.metadata.generation;
     let current = rp.status.clone().unwrap_or_default();
     let mut next = ReconcilePolicyStatus { observed_generation: generation, ..current.clone() };
@@ -121,8 +116,8 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctl: Arc<PolicyController>) -> Resu
             conditions::set(&mut next.conditions, &current.conditions, ready);
             next.conditions.retain(|c| c.type_ != "Failed");
             if *swapped {
-                ctl.metrics.policy_loaded("configmap", true);
-                let n = requeue_matching(&ctl.podsets, &ctl.requeue, |ps| references(ps, &key));
+                ctl.ctx.metrics.policy_loaded("configmap", true);
+                let n = requeue_matching(&ctl.ctx, &ctl.requeue, |ps| references(ps, &key));
                 info!(policy = %policy, rp = %format!("{}/{}", key.0, key.1), podsets = n, took = ?started.elapsed(), "ReconcilePolicy module swapped in");
                 publish(
                     &ctl,
@@ -135,8 +130,8 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctl: Arc<PolicyController>) -> Resu
             }
         }
         Outcome::Refused { reason, message } => {
-            ctl.metrics.policy_loaded("configmap", false);
-            ctl.policies.refuse(&key, format!("{reason}: {message}"));
+            ctl.ctx.metrics.policy_loaded("configmap", false);
+            ctl.ctx.policies.refuse(&key, format!("{reason}: {message}"));
             let failed = conditions::new("Failed", "True", reason, message, generation);
             conditions::set(&mut next.conditions, &current.conditions, failed);
             let ready = match &serving {
@@ -156,12 +151,12 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctl: Arc<PolicyController>) -> Resu
             }
             if serving.is_none() {
                 // Its PodSets must learn there is nothing to decide for them.
-                requeue_matching(&ctl.podsets, &ctl.requeue, |ps| references(ps, &key));
+                requeue_matching(&ctl.ctx, &ctl.requeue, |ps| references(ps, &key));
             }
         }
     }
     if next != current {
-        let api: Api<ReconcilePolicy> = Api::namespaced(ctl.client.clone(), &key.0);
+        let api: Api<ReconcilePolicy> = Api::namespaced(ctl.ctx.client.clone(), &key.0);
         let patch = serde_json::json!({ "status": {
             "loadedDigest": next.loaded_digest,
             "observedGeneration": next.observed_generation,
@@ -191,7 +186,7 @@ async fn load(rp: &ReconcilePolicy, ctl: &PolicyController) -> Result<Outcome, E
         return refuse("InvalidDigest", format!("spec.sha256 {:?} is not sha256:<64 hex>", rp.spec.sha256));
     };
     let r = &rp.spec.config_map_ref;
-    let cms: Api<ConfigMap> = Api::namespaced(ctl.client.clone(), &key.0);
+    let cms: Api<ConfigMap> = Api::namespaced(ctl.ctx.client.clone(), &key.0);
     let Some(cm) = cms.get_opt(&r.name).await? else {
         return refuse("ConfigMapNotFound", format!("ConfigMap {:?} not found", r.name));
     };
@@ -210,12 +205,12 @@ async fn load(rp: &ReconcilePolicy, ctl: &PolicyController) -> Result<Outcome, E
             format!("ConfigMap {:?} key {:?} holds {digest}, but spec.sha256 pins {pin}", r.name, r.key),
         );
     }
-    if ctl.policies.serving(&key).is_some_and(|p| *p.digest() == digest) {
+    if ctl.ctx.policies.serving(&key).is_some_and(|p| *p.digest() == digest) {
         return Ok(Outcome::Loaded { swapped: false });
     }
-    match ctl.engine.load_async(bytes).await {
+    match ctl.ctx.engine.load_async(bytes).await {
         Ok(policy) => {
-            ctl.policies.serve(&key, policy);
+            ctl.ctx.policies.serve(&key, policy);
             Ok(Outcome::Loaded { swapped: true })
         }
         Err(e) => refuse(e.reason(), e.to_string()),
@@ -224,7 +219,7 @@ async fn load(rp: &ReconcilePolicy, ctl: &PolicyController) -> Result<Outcome, E
 
 async fn publish(ctl: &PolicyController, rp: &ReconcilePolicy, type_: EventType, reason: &str, note: String) {
     let ev = Event { type_, reason: reason.into(), note: Some(note), action: "Load".into(), secondary: None };
-    if let Err(e) = ctl.recorder.publish(&ev, &rp.object_ref(&())).await {
+    if let Err(e) = ctl.ctx.recorder.publish(&ev, &rp.object_ref(&())).await {
         warn!(rp = %rp.name_any(), "cannot publish event {reason}: {e}");
     }
 }

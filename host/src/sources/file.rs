@@ -12,11 +12,10 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch as tokio_watch};
 use tracing::{error, info, warn};
 
-use super::{Ctx, requeue_matching};
+use super::requeue_matching;
 use crate::crd::PodSet;
-use crate::metrics::Metrics;
-use crate::policy::{Digest, PolicyEngine};
-use crate::registry::Policies;
+use crate::policy::Digest;
+use crate::reconcile::Context;
 
 /// Quiet time after the last change before reloading: a build writes the file in
 /// several steps, and loading a half-written module would only produce an error.
@@ -24,10 +23,7 @@ pub const DEBOUNCE: Duration = Duration::from_millis(200);
 
 pub async fn watch(
     path: PathBuf,
-    engine: Arc<PolicyEngine>,
-    policies: Arc<Policies>,
-    metrics: Arc<Metrics>,
-    ctx: Ctx,
+    ctx: Arc<Context>,
     requeue: UnboundedSender<ObjectRef<PodSet>>,
     mut stop: tokio_watch::Receiver<bool>,
 ) {
@@ -64,18 +60,11 @@ pub async fn watch(
                 got = rx.recv() => if got.is_none() { return },
             }
         }
-        reload(&path, &engine, &policies, &metrics, &ctx, &requeue).await;
+        reload(&path, &ctx, &requeue).await;
     }
 }
 
-async fn reload(
-    path: &Path,
-    engine: &Arc<PolicyEngine>,
-    policies: &Policies,
-    metrics: &Metrics,
-    ctx: &Ctx,
-    requeue: &UnboundedSender<ObjectRef<PodSet>>,
-) {
+async fn reload(path: &Path, ctx: &Context, requeue: &UnboundedSender<ObjectRef<PodSet>>) {
     let started = Instant::now();
     let bytes = match tokio::fs::read(path).await {
         Ok(b) => b,
@@ -85,6 +74,7 @@ async fn reload(
             return;
         }
     };
+    let Context { engine, policies, metrics, .. } = ctx;
     let current = policies.default_policy();
     if current.as_ref().is_some_and(|p| *p.digest() == Digest::of(&bytes)) {
         return;

@@ -3,8 +3,6 @@
 pub mod cluster;
 pub mod file;
 
-use std::sync::Arc;
-
 use futures::channel::mpsc::UnboundedSender;
 use kube::runtime::reflector::ObjectRef;
 
@@ -26,6 +24,3 @@ pub fn requeue_matching(
     }
     n
 }
-
-/// Shared between sources: the operator's context handle.
-pub type Ctx = Arc<Context>;
