@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Locate (or build once and cache) etcd, kube-apiserver and kube-controller-manager.
-# Prints three lines: ETCD=..., KUBE_APISERVER=..., KUBE_CONTROLLER_MANAGER=...
+# Locate (or build once and cache) etcd and the Kubernetes binaries: kube-apiserver,
+# kube-controller-manager, kube-scheduler and kubelet.
+# Prints one NAME=path line each: ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBELET.
 #
 # Order of preference (envtest conventions first, so users with envtest assets or a
 # distro install never build anything):
@@ -25,7 +26,7 @@ find_bin() { # name envvar
 }
 
 build_from_debian_source() {
-  log "building kube-apiserver and kube-controller-manager $K8S_VERSION from Debian source (one-time, ~5 min)"
+  log "building the Kubernetes $K8S_VERSION binaries from Debian source (one-time, ~10 min on 2 cores)"
   apt_install golang-go rsync jq golang-github-modern-go-reflect2-dev dpkg-dev
   ensure_deb_src
   local work="$CACHE_DIR/build"
@@ -51,21 +52,25 @@ build_from_debian_source() {
   export GOPATH="$PWD/.go" GOCACHE="$CACHE_DIR/build/gocache"
   mkdir -p .go/src/k8s.io
   ln -sfn ../../.. .go/src/k8s.io/kubernetes
-  CGO_ENABLED=0 make WHAT="cmd/kube-apiserver cmd/kube-controller-manager" >"$work/build.log" 2>&1 \
+  CGO_ENABLED=0 make WHAT="${K8S_COMMANDS[*]/#/cmd/}" >"$work/build.log" 2>&1 \
     || { tail -40 "$work/build.log" >&2; die "kubernetes build failed (full log: $work/build.log)"; }
   mkdir -p "$BIN_CACHE"
-  cp _output/bin/kube-apiserver _output/bin/kube-controller-manager "$BIN_CACHE/"
+  for c in "${K8S_COMMANDS[@]}"; do cp "_output/bin/$c" "$BIN_CACHE/"; done
   log "cached in $BIN_CACHE"
-  # The source tree and Go cache are ~2 GB and only needed to build these two binaries.
+  # The source tree and Go cache are ~2 GB and only needed to build these binaries.
   cd / && rm -rf "$work"
 }
 
+K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+var_of() { local v=${1//-/_}; echo "TEST_ASSET_${v^^}"; }
+
 etcd=$(find_bin etcd TEST_ASSET_ETCD) || { apt_install etcd-server; etcd=$(find_bin etcd TEST_ASSET_ETCD) || die "etcd not found after installing etcd-server"; }
-if ! apiserver=$(find_bin kube-apiserver TEST_ASSET_KUBE_APISERVER) || ! kcm=$(find_bin kube-controller-manager TEST_ASSET_KUBE_CONTROLLER_MANAGER); then
-  (build_from_debian_source)
-  apiserver=$(find_bin kube-apiserver TEST_ASSET_KUBE_APISERVER) || die "kube-apiserver missing after build"
-  kcm=$(find_bin kube-controller-manager TEST_ASSET_KUBE_CONTROLLER_MANAGER) || die "kube-controller-manager missing after build"
-fi
 echo "ETCD=$etcd"
-echo "KUBE_APISERVER=$apiserver"
-echo "KUBE_CONTROLLER_MANAGER=$kcm"
+missing=0
+for c in "${K8S_COMMANDS[@]}"; do find_bin "$c" "$(var_of "$c")" >/dev/null || missing=1; done
+[ "$missing" = 0 ] || (build_from_debian_source)
+for c in "${K8S_COMMANDS[@]}"; do
+  path=$(find_bin "$c" "$(var_of "$c")") || die "$c missing after the build"
+  v=${c//-/_}
+  echo "${v^^}=$path"
+done
