@@ -5,12 +5,13 @@
 //! - [`policy`]: the sandbox — loads policy components, runs decisions within limits
 //! - [`reconcile`]: the controller — gather, decide, check, act
 //! - [`registry`] and [`sources`]: which policy decides for which PodSet; hot swaps
-//! - [`kube_client`], [`metrics`], [`operator`]: plumbing and wiring
+//! - [`kubernetes`]: the client and the caches (with the health that gates reconciles)
+//! - [`metrics`], [`operator`]: wiring
 
 pub mod conditions;
 pub mod crd;
 pub mod error;
-pub mod kube_client;
+pub mod kubernetes;
 pub mod metrics;
 pub mod operator;
 pub mod policy;

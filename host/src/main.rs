@@ -158,7 +158,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 limits: args.sandbox.limits(),
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            runtime.block_on(operator::run(settings))?;
+            runtime.block_on(async {
+                let operator = operator::build(settings).await?;
+                let shutdown = tokio_util::sync::CancellationToken::new();
+                tokio::spawn(operator::cancel_on_signal(shutdown.clone()));
+                operator.run(shutdown).await
+            })?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Crd => {

@@ -22,6 +22,8 @@ use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
+
+use crate::kubernetes::cache::{CacheHealth, Caches, reflected};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{Instrument, info_span, warn};
 
@@ -53,6 +55,10 @@ pub struct Context {
     pub resync: Duration,
     /// Consecutive failures per PodSet, for the backoff.
     pub failures: Mutex<HashMap<ObjectRef<PodSet>, u32>>,
+    /// The caches every reconcile reads (PodSets and pods): none acts before all are synced.
+    pub caches: Caches,
+    /// The ReconcilePolicy cache: PodSets that name a policy wait for it too.
+    pub policy_cache: CacheHealth,
 }
 
 impl Context {
@@ -98,6 +104,13 @@ pub async fn reconcile(podset: Arc<PodSet>, ctx: Arc<Context>) -> Result<Action>
     let span =
         info_span!("reconcile", podset = %format!("{}/{}", podset.namespace().unwrap_or_default(), podset.name_any()));
     async move {
+        // Deciding from a cache that has not listed (a restart) or is stale (a broken
+        // watch) would count pods that are not there: wait until every cache this
+        // reconcile reads is current. kube-runtime only waits for the PodSet cache.
+        ctx.caches.synced().await;
+        if podset.spec.policy_ref.is_some() {
+            ctx.policy_cache.synced().await;
+        }
         let started = Instant::now();
         let result = reconcile_inner(&podset, &ctx).await;
         ctx.metrics.reconciled(started.elapsed());
@@ -176,11 +189,10 @@ pub fn pod_events(
     api: Api<Pod>,
     writer: reflector::store::Writer<Pod>,
     expectations: Arc<Expectations>,
+    health: CacheHealth,
 ) -> impl Stream<Item = Result<Pod, watcher::Error>> + Send {
     let config = watcher::Config::default().labels(pods::SELECTOR_LABEL);
-    watcher(api, config)
-        .default_backoff()
-        .reflect(writer)
+    reflected(api, config, writer, health)
         .inspect_ok(move |ev| match ev {
             watcher::Event::Apply(p) | watcher::Event::InitApply(p) => observe(&expectations, p, Seen::of(Some(p))),
             watcher::Event::Delete(p) => observe(&expectations, p, Seen::Absent),
@@ -205,10 +217,9 @@ pub fn podset_events(
     api: Api<PodSet>,
     writer: reflector::store::Writer<PodSet>,
     expectations: Arc<Expectations>,
+    health: CacheHealth,
 ) -> impl Stream<Item = Result<PodSet, watcher::Error>> + Send {
-    watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
+    reflected(api, watcher::Config::default(), writer, health)
         // A deleted PodSet is never reconciled again: drop what was expected of it here.
         .inspect_ok(move |ev| {
             if let watcher::Event::Delete(ps) = ev {

@@ -23,6 +23,7 @@ use tracing::{info, warn};
 use super::requeue_matching;
 use crate::conditions;
 use crate::crd::{PodSet, ReconcilePolicy, ReconcilePolicyStatus};
+use crate::kubernetes::cache::reflected;
 use crate::policy::Digest;
 use crate::reconcile::Context;
 use crate::registry::{PolicyKey, references};
@@ -53,9 +54,7 @@ pub fn events(
     writer: reflector::store::Writer<ReconcilePolicy>,
     ctl: Arc<PolicyController>,
 ) -> impl futures::Stream<Item = Result<ReconcilePolicy, watcher::Error>> + Send {
-    watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
+    reflected(api, watcher::Config::default(), writer, ctl.ctx.policy_cache.clone())
         .inspect_ok(move |ev| match ev {
             watcher::Event::Apply(rp) | watcher::Event::InitApply(rp) => ctl.ctx.policies.declare(&key_of(rp)),
             watcher::Event::Delete(rp) => {

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use futures::channel::mpsc::UnboundedSender;
 use kube::runtime::reflector::ObjectRef;
 use notify::{RecursiveMode, Watcher};
-use tokio::sync::{mpsc, watch as tokio_watch};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use super::requeue_matching;
@@ -25,7 +26,7 @@ pub async fn watch(
     path: PathBuf,
     ctx: Arc<Context>,
     requeue: UnboundedSender<ObjectRef<PodSet>>,
-    mut stop: tokio_watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel();
     // Watch the directory, not the file: an atomic rename replaces the file's inode,
@@ -50,7 +51,7 @@ pub async fn watch(
     info!(file = %path.display(), "watching the default policy for changes");
     loop {
         tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
+            _ = stop.cancelled() => return,
             got = rx.recv() => if got.is_none() { return },
         }
         // Debounce: wait until the file has been quiet for DEBOUNCE.

@@ -15,6 +15,8 @@ use crate::metrics::WriteLabels;
 
 pub async fn client(writes: Family<WriteLabels, Counter>) -> Result<Client, kube::Error> {
     let config = Config::infer().await.map_err(kube::Error::InferConfig)?;
+    // Said once up front: when the server does not answer, the caches' errors follow.
+    tracing::info!(server = %config.cluster_url, "Kubernetes API server");
     Ok(ClientBuilder::try_from(config)?.with_layer(&CountWrites(writes)).build())
 }
 
