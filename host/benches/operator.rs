@@ -11,7 +11,7 @@ use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use podset_host::crd::PodSet;
-use podset_host::policy::Digest;
+use podset_host::sandbox::Digest;
 
 const PODSETS: usize = 50;
 const REPLICAS: i32 = 3;

@@ -3,6 +3,12 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+/// The condition the operator sets on a parent whose policy cannot decide.
+pub const POLICY_FAILED: &str = "PolicyFailed";
+
+/// Conditions the operator itself owns; a policy may not set them.
+pub const HOST_CONDITIONS: &[&str] = &[POLICY_FAILED];
+
 /// Puts `new` in `conditions` in place of any condition of its type. Its
 /// `lastTransitionTime` is kept from `previous` when the status there was the same.
 /// The list stays sorted by type, so equal sets compare equal.

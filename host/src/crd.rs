@@ -2,7 +2,8 @@
 //! (`podset-host crd`, `make manifests`; a test fails when manifests/crd.yaml drifts).
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use kube::core::CustomResourceExt;
 use schemars::JsonSchema;
@@ -22,7 +23,7 @@ pub const GROUP: &str = "app.example.com";
     status = "PodSetStatus",
     printcolumn = r#"{"name":"Desired","type":"integer","jsonPath":".spec.replicas","description":"Pods requested"}"#,
     printcolumn = r#"{"name":"Available","type":"integer","jsonPath":".status.availableReplicas","description":"Active pods that are ready"}"#,
-    printcolumn = r#"{"name":"Policy","type":"string","priority":1,"jsonPath":".status.policyDigest","description":"Digest of the policy that decided last"}"#,
+    printcolumn = r#"{"name":"Policy","type":"string","priority":1,"jsonPath":".metadata.annotations.app\\.example\\.com/policy-digest","description":"Digest of the policy that decided last"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -31,9 +32,10 @@ pub struct PodSetSpec {
     #[schemars(range(min = 1, max = 10))]
     pub replicas: i32,
 
-    /// Template of the pods. Without one, pods run busybox `sleep 3600`. Whatever the
-    /// template says, pods get the PodSet's selector label, an owner reference, and the
-    /// restricted security context.
+    /// Template of the pods. Without one, pods run busybox `sleep 3600`. Pods get the
+    /// PodSet's selector label, an owner reference, and the restricted security
+    /// context: what the template leaves unset is set restricted; host namespaces,
+    /// hostPath volumes, host ports and privileged containers are refused.
     // Absent rather than null (never serialized as null): schema of the inner type, so
     // the published OpenAPI keeps its type and `kubectl explain` can describe it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,16 +78,12 @@ pub struct PodSetStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
-
-    /// `sha256:<hex>` of the policy module that made the last decision.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "String")]
-    pub policy_digest: Option<String>,
 }
 
 /// A reconcile policy module published in the cluster: the Wasm component is the
-/// `binaryData` entry of a ConfigMap, pinned by its digest. PodSets select it with
-/// `spec.policyRef.name`.
+/// `binaryData` entry of a ConfigMap, pinned by its digest. It decides the objects of
+/// the kind it declares, in its namespace, that name it (`spec.policyRef.name`) or
+/// that its `spec.selector` matches.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "app.example.com",
@@ -94,6 +92,7 @@ pub struct PodSetStatus {
     namespaced,
     shortname = "rpol",
     status = "ReconcilePolicyStatus",
+    printcolumn = r#"{"name":"Kind","type":"string","jsonPath":".status.kind","description":"The kind it reconciles"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Loaded","type":"string","jsonPath":".status.loadedDigest","description":"Digest of the module serving"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
@@ -106,6 +105,12 @@ pub struct ReconcilePolicySpec {
     /// so what runs is exactly what was reviewed.
     #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
     pub sha256: String,
+    /// Objects of the policy's kind in this namespace whose labels match are decided
+    /// by this policy instead of the default one: a canary. An empty selector matches
+    /// every object; without one, only objects that name this policy are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "LabelSelector")]
+    pub selector: Option<LabelSelector>,
 }
 
 /// A key of a ConfigMap in the policy's namespace.
@@ -128,6 +133,10 @@ pub struct ReconcilePolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
     pub loaded_digest: Option<String>,
+    /// The kind the serving module reconciles, e.g. `cache.example.com/v1alpha1 Memcached`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub kind: Option<String>,
     /// The `metadata.generation` last acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "i64")]
@@ -138,10 +147,50 @@ pub struct ReconcilePolicyStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// The PodSet CRD, its schema refusing what the restricted security profile forbids
+/// and a boolean can say: host namespaces, privileged containers, privilege
+/// escalation. The API server then refuses such a PodSet with a message naming the
+/// field; what a schema cannot express (hostPath volumes, host ports) the operator
+/// refuses when it builds the pods.
+pub fn podset_crd() -> CustomResourceDefinition {
+    let mut crd = serde_json::to_value(PodSet::crd()).unwrap_or_default();
+    forbid_true(&mut crd);
+    serde_json::from_value(crd).unwrap_or_else(|_| PodSet::crd())
+}
+
+const MUST_BE_FALSE: &[&str] = &["hostNetwork", "hostPID", "hostIPC", "privileged", "allowPrivilegeEscalation"];
+
+fn forbid_true(schema: &mut serde_json::Value) {
+    match schema {
+        serde_json::Value::Object(map) => {
+            if let Some(serde_json::Value::Object(props)) = map.get_mut("properties") {
+                for field in MUST_BE_FALSE {
+                    if let Some(p) = props.get_mut(*field).and_then(serde_json::Value::as_object_mut)
+                        && p.get("type").and_then(serde_json::Value::as_str) == Some("boolean")
+                    {
+                        p.insert("enum".into(), serde_json::json!([false]));
+                        let d =
+                            p.get("description").and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
+                        p.insert(
+                            "description".into(),
+                            format!("{d} Must be false: PodSet pods run under the restricted security profile.")
+                                .trim()
+                                .into(),
+                        );
+                    }
+                }
+            }
+            map.values_mut().for_each(forbid_true);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(forbid_true),
+        _ => {}
+    }
+}
+
 /// Every CRD this operator serves, as one multi-document YAML.
 pub fn crds_yaml() -> Result<String, serde_yaml::Error> {
     let mut out = String::new();
-    for crd in [PodSet::crd(), ReconcilePolicy::crd()] {
+    for crd in [podset_crd(), ReconcilePolicy::crd()] {
         out.push_str("---\n");
         out.push_str(&serde_yaml::to_string(&crd)?);
     }
@@ -164,11 +213,16 @@ mod tests {
 
     #[test]
     fn replicas_schema_is_bounded_like_the_seeds() {
-        let crd = serde_json::to_value(PodSet::crd()).expect("CRD serializes");
+        let crd = serde_json::to_value(podset_crd()).expect("CRD serializes");
         let replicas =
             &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["replicas"];
         assert_eq!(replicas["minimum"].as_f64(), Some(1.0));
         assert_eq!(replicas["maximum"].as_f64(), Some(10.0));
         assert!(crd["spec"]["versions"][0]["subresources"]["status"].is_object());
+        let pod = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["template"]
+            ["properties"]["spec"]["properties"];
+        assert_eq!(pod["hostNetwork"]["enum"], serde_json::json!([false]));
+        let container = &pod["containers"]["items"]["properties"]["securityContext"]["properties"];
+        assert_eq!(container["privileged"]["enum"], serde_json::json!([false]));
     }
 }

@@ -1,4 +1,5 @@
-use crate::policy;
+use crate::reconcile::check::Rejection;
+use crate::sandbox;
 
 /// Why a reconcile failed. Each is retried with per-object exponential backoff.
 #[derive(Debug, thiserror::Error)]
@@ -10,13 +11,13 @@ pub enum Error {
     Policy {
         policy: String,
         #[source]
-        source: policy::Error,
+        source: sandbox::Error,
     },
 
-    #[error("policy {policy} returned a decision the operator refuses: {reason}")]
-    Rejected { policy: String, reason: String },
+    #[error("policy {policy} returned a decision the operator refuses: {rejection}")]
+    Rejected { policy: String, rejection: Rejection },
 
-    #[error("no policy can decide for this PodSet: {0}")]
+    #[error("no policy can decide for this object: {0}")]
     NoPolicy(String),
 
     #[error("{0}")]
@@ -29,7 +30,7 @@ impl Error {
         match self {
             Error::Kube(_) => "kube",
             Error::Policy { source, .. } => source.reason(),
-            Error::Rejected { .. } => "RejectedDecision",
+            Error::Rejected { rejection, .. } => rejection.metric_label(),
             Error::NoPolicy(_) => "NoPolicy",
             Error::Internal(_) => "internal",
         }

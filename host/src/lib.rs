@@ -1,22 +1,27 @@
-//! podset-host: a Kubernetes operator whose PodSet reconcile decisions are made by a
-//! sandboxed WebAssembly policy.
+//! podset-host: a Kubernetes operator whose reconcile decisions, for any custom
+//! resource, are made by sandboxed WebAssembly policies.
 //!
-//! - [`crd`]: the custom resources (the CRD YAML is generated from them)
-//! - [`policy`]: the sandbox — loads policy components, runs decisions within limits
-//! - [`reconcile`]: the controller — gather, decide, check, act
-//! - [`registry`] and [`sources`]: which policy decides for which PodSet; hot swaps
-//! - [`kubernetes`]: the client and the caches (with the health that gates reconciles)
-//! - [`metrics`], [`operator`]: wiring
+//! The flow of one reconcile, and where each part lives:
+//! - [`contract`]: the host side of `wit/` — bindings, declarations, and the
+//!   translation between observed objects, each world's input and actions, and plans
+//! - [`sandbox`]: loads policy components and runs decisions within limits
+//! - [`reconcile`]: observe → decide → check → execute → status, one controller per kind
+//! - [`registry`] and [`sources`]: which policy decides which object; hot swaps
+//! - [`kubernetes`]: the client, caches, watches, access checks and Events
+//! - [`context`], [`operator`], [`metrics`]: shared state and wiring
+//! - [`crd`]: the operator's own resources (the CRD YAML is generated from them)
 
 pub mod conditions;
+pub mod context;
+pub mod contract;
 pub mod crd;
 pub mod error;
 pub mod kubernetes;
 pub mod metrics;
 pub mod operator;
-pub mod policy;
 pub mod reconcile;
 pub mod registry;
+pub mod sandbox;
 pub mod sources;
 
 pub use error::{Error, Result};

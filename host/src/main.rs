@@ -7,11 +7,12 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use podset_host::policy::{self, Limits, PolicyEngine};
-use podset_host::{crd, operator};
+use podset_host::contract::declarations::{kind_name, to_gvk};
+use podset_host::sandbox::{self, Limits, PolicyEngine};
+use podset_host::{contract, crd, operator};
 
 #[derive(Parser)]
-#[command(name = "podset-host", version, about = "PodSet operator with WebAssembly reconcile policies")]
+#[command(name = "podset-host", version, about = "Kubernetes operator whose reconcile logic is WebAssembly policies")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -31,16 +32,18 @@ enum Command {
 /// The operator's settings. The cluster comes from KUBECONFIG or the in-cluster config.
 #[derive(Args)]
 struct RunArgs {
-    /// The default policy module (a component). Changes to the file are picked up live.
-    #[arg(long, env = "POLICY_FILE")]
-    policy: PathBuf,
+    /// A default policy module (a component), for the kind it declares; repeat it (or
+    /// separate files with commas in the variable) to serve several kinds. Changes to
+    /// the files are picked up live.
+    #[arg(long = "policy", env = "POLICY_FILE", value_delimiter = ',', required = true)]
+    policies: Vec<PathBuf>,
     /// Watch only this namespace; empty watches all.
     #[arg(long, env = "WATCH_NAMESPACE", default_value = "")]
     namespace: String,
-    /// PodSets reconciled at once.
+    /// Objects of one kind reconciled at once.
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 8)]
     concurrency: u16,
-    /// Reconcile every PodSet at least this often.
+    /// Reconcile every object at least this often.
     #[arg(long, env = "RESYNC_PERIOD", default_value = "5m", value_parser = humantime::parse_duration)]
     resync: Duration,
     /// Where /metrics, /healthz and /readyz are served.
@@ -80,7 +83,7 @@ enum PolicyCommand {
         #[command(flatten)]
         sandbox: SandboxArgs,
     },
-    /// Measure decision latency (fresh instance + call) at 10, 100 and 1000 pods.
+    /// Measure a PodSet policy's decision latency (fresh instance + call) at 10, 100 and 1000 pods.
     Bench {
         module: PathBuf,
         /// Time spent per row.
@@ -119,7 +122,7 @@ impl SandboxArgs {
         Limits { deadline: self.policy_deadline, memory_bytes: self.policy_memory_mib << 20, ..Limits::default() }
     }
 
-    fn load(&self, module: &PathBuf) -> anyhow::Result<(PolicyEngine, std::sync::Arc<policy::Policy>)> {
+    fn load(&self, module: &PathBuf) -> anyhow::Result<(PolicyEngine, std::sync::Arc<sandbox::Policy>)> {
         let engine = PolicyEngine::new(self.limits())?;
         let bytes = std::fs::read(module).with_context(|| format!("reading {}", module.display()))?;
         let policy = engine.load(&bytes).with_context(|| format!("loading {}", module.display()))?;
@@ -150,7 +153,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => {
             let settings = operator::Settings {
-                policy: args.policy,
+                policies: args.policies,
                 namespace: Some(args.namespace).filter(|n| !n.is_empty()),
                 concurrency: args.concurrency,
                 resync: args.resync,
@@ -159,10 +162,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(async {
-                let operator = operator::build(settings).await?;
                 let shutdown = tokio_util::sync::CancellationToken::new();
                 tokio::spawn(operator::cancel_on_signal(shutdown.clone()));
-                operator.run(shutdown).await
+                operator::build(settings, shutdown).await?.run().await
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -179,21 +181,35 @@ fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
         PolicyCommand::Info { module, sandbox } => {
             let (_engine, policy) = sandbox.load(&module)?;
             let info = policy.info();
-            println!("name:     {}", info.name);
-            println!("version:  {}", info.version);
-            println!("contract: {} (host speaks {})", info.contract, policy::contract_version());
-            println!("digest:   {}", policy.digest());
-            println!("imports:  {}", policy.imports().join(", "));
+            let d = policy.declarations();
+            let world = if policy.is_podset_world() { "podset-policy" } else { "reconcile-policy" };
+            println!("name:      {}", info.name);
+            println!("version:   {}", info.version);
+            println!("contract:  {} (host speaks {}), world {world}", info.contract, contract::contract_version());
+            println!("digest:    {}", policy.digest());
+            println!("imports:   {}", policy.imports().join(", "));
+            println!("parent:    {}", kind_name(&to_gvk(&d.parent)));
+            let children: Vec<String> = d.children.iter().map(|k| kind_name(&to_gvk(k))).collect();
+            println!("children:  {}", children.join(", "));
+            for r in &d.related {
+                let sel: Vec<String> = r.selector.iter().map(|l| format!("{}={:?}", l.key, l.value)).collect();
+                println!("related:   {} where {}", kind_name(&to_gvk(&r.kind)), sel.join(", "));
+            }
+            println!("finalizer: {}", d.finalizer.as_deref().unwrap_or("none"));
         }
         PolicyCommand::Run { module, input, output, sandbox } => {
             let (_engine, policy) = sandbox.load(&module)?;
             let text = std::fs::read_to_string(&input).with_context(|| format!("reading {}", input.display()))?;
-            let input: policy::Input = serde_yaml::from_str(&text)
-                .with_context(|| format!("parsing {} as a policy input", input.display()))?;
+            let file: serde_yaml::Value =
+                serde_yaml::from_str(&text).with_context(|| format!("parsing {}", input.display()))?;
+            // A scenario file works as an input file too.
+            let value = file.get("input").cloned().unwrap_or(file);
+            let input = sandbox::scenario::input_for(&policy, value)?;
             let decision = policy.decide(&input)?;
+            let actions = sandbox::scenario::readable(&decision.actions);
             match output {
-                Format::Yaml => print!("{}", serde_yaml::to_string(&decision.actions)?),
-                Format::Json => println!("{}", serde_json::to_string_pretty(&decision.actions)?),
+                Format::Yaml => print!("{}", serde_yaml::to_string(&actions)?),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&actions)?),
             }
             eprintln!("decided in {:?}", decision.elapsed);
         }
@@ -201,7 +217,7 @@ fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
             let (_engine, policy) = sandbox.load(&module)?;
             let (mut passed, mut failed) = (0, 0);
             for path in &scenarios {
-                let result = policy::scenario::Scenario::read(path).and_then(|s| s.check(&policy).map(|()| s));
+                let result = sandbox::scenario::Scenario::read(path).and_then(|s| s.check(&policy).map(|()| s));
                 match result {
                     Ok(s) => {
                         passed += 1;
@@ -222,12 +238,17 @@ fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
             let started = std::time::Instant::now();
             let (_engine, policy) = sandbox.load(&module)?;
             println!("{} — loaded (compile + checks) in {:?}\n", policy.label(), started.elapsed());
-            let rows = policy::bench::run(&policy, &[10, 100, 1000], budget)?;
-            print!("{}", policy::bench::Table(&rows));
+            anyhow::ensure!(
+                policy.is_podset_world(),
+                "policy bench measures PodSet policies; {} is not one",
+                policy.label()
+            );
+            let rows = sandbox::bench::run(&policy, &[10, 100, 1000], budget)?;
+            print!("{}", sandbox::bench::Table(&rows));
         }
         PolicyCommand::Componentize { core_module, output } => {
             let core = std::fs::read(&core_module).with_context(|| format!("reading {}", core_module.display()))?;
-            let component = policy::componentize::componentize(&core)?;
+            let component = sandbox::componentize::componentize(&core)?;
             std::fs::write(&output, &component).with_context(|| format!("writing {}", output.display()))?;
             println!("{}: {} bytes", output.display(), component.len());
         }
@@ -261,6 +282,10 @@ mod tests {
         let Command::Run(args) = run.command else { panic!("run") };
         assert_eq!(args.sandbox.policy_deadline, Duration::from_millis(250));
         assert_eq!(args.resync, Duration::from_secs(120));
+        let two = Cli::try_parse_from(["podset-host", "run", "--policy", "a.wasm", "--policy", "b.wasm"])
+            .expect("flags parse");
+        let Command::Run(args) = two.command else { panic!("run") };
+        assert_eq!(args.policies, [PathBuf::from("a.wasm"), PathBuf::from("b.wasm")]);
         assert!(Cli::try_parse_from(["podset-host", "run", "--policy", "p", "--resync", "soon"]).is_err());
     }
 }

@@ -21,6 +21,12 @@ pub struct WriteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChildrenLabels {
+    /// How many children the decision was told about, bucketed: `0`, `1-9`, `10-99`, …
+    pub children: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LoadLabels {
     pub source: String,
     pub result: String,
@@ -31,10 +37,12 @@ pub struct Metrics {
     reconciles: Counter,
     reconcile_failures: Family<ReasonLabels, Counter>,
     reconcile_duration: Histogram,
-    decision_duration: Histogram,
+    decision_duration: Family<ChildrenLabels, Histogram, fn() -> Histogram>,
     policy_failures: Family<ReasonLabels, Counter>,
     pub api_writes: Family<WriteLabels, Counter>,
     policy_loads: Family<LoadLabels, Counter>,
+    events_dropped: Counter,
+    policies_refused: Family<ReasonLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -44,10 +52,12 @@ impl Default for Metrics {
             reconciles: Counter::default(),
             reconcile_failures: Family::default(),
             reconcile_duration: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
-            decision_duration: Histogram::new(exponential_buckets(0.000_01, 2.0, 16)),
+            decision_duration: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_005, 2.0, 18))),
             policy_failures: Family::default(),
             api_writes: Family::default(),
             policy_loads: Family::default(),
+            events_dropped: Counter::default(),
+            policies_refused: Family::default(),
             registry: Registry::default(),
         };
         registry.register("reconciles", "Reconciles run", m.reconciles.clone());
@@ -60,13 +70,23 @@ impl Default for Metrics {
         );
         registry.register_with_unit(
             "policy_decision_duration",
-            "Policy decision duration (fresh instance + call)",
+            "Policy decision duration (fresh instance + call), by the number of children decided about",
             prometheus_client::registry::Unit::Seconds,
             m.decision_duration.clone(),
         );
         registry.register("policy_failures", "Decisions a policy could not make, by reason", m.policy_failures.clone());
         registry.register("api_writes", "Write requests sent to the Kubernetes API", m.api_writes.clone());
         registry.register("policy_loads", "Policy module loads, by source and result", m.policy_loads.clone());
+        registry.register(
+            "policies_refused",
+            "Policies refused at admission (kind not served, forbidden by RBAC, …), by reason",
+            m.policies_refused.clone(),
+        );
+        registry.register(
+            "events_dropped",
+            "Policy Events dropped by the per-object rate limit",
+            m.events_dropped.clone(),
+        );
         Metrics { registry, ..m }
     }
 }
@@ -81,8 +101,23 @@ impl Metrics {
         self.reconcile_failures.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
     }
 
-    pub fn decided(&self, took: Duration) {
-        self.decision_duration.observe(took.as_secs_f64());
+    pub fn decided(&self, took: Duration, children: usize) {
+        let bucket = match children {
+            0 => "0",
+            1..=9 => "1-9",
+            10..=99 => "10-99",
+            100..=999 => "100-999",
+            _ => "1000+",
+        };
+        self.decision_duration.get_or_create(&ChildrenLabels { children: bucket.into() }).observe(took.as_secs_f64());
+    }
+
+    pub fn policy_refused(&self, reason: &str) {
+        self.policies_refused.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
+    }
+
+    pub fn event_dropped(&self) {
+        self.events_dropped.inc();
     }
 
     pub fn policy_failure(&self, reason: &str) {

@@ -1,8 +1,10 @@
-//! `podset-host run`: [`build`] wires the client, the policy engine, the caches, the
-//! controllers and the HTTP endpoint together and fails fast on what a user must fix
-//! (a taken metrics port, an unloadable policy); [`Operator::run`] runs them until the
-//! shutdown token is cancelled.
+//! `podset-host run`: [`build`] makes the shared [`Context`] and loads the policy
+//! files, failing fast on what a user must fix (a taken metrics port, a policy that
+//! cannot load or may not do what it declares); [`Operator::run`] starts the
+//! controllers of the kinds served, the policy sources and the HTTP endpoint, until
+//! the shutdown token is cancelled.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,7 +15,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::PartialObjectMeta;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
@@ -22,22 +24,25 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use crate::crd::{PodSet, ReconcilePolicy};
-use crate::kubernetes::cache::{CacheHealth, Caches};
+use crate::context::Context;
+use crate::crd::ReconcilePolicy;
+use crate::kubernetes::cache::CacheHealth;
 use crate::kubernetes::client;
+use crate::kubernetes::events::Events;
+use crate::kubernetes::watches::Watches;
 use crate::metrics::Metrics;
-use crate::policy::{Limits, PolicyEngine};
+use crate::reconcile::controller::{Kinds, SHUTDOWN_GRACE};
 use crate::reconcile::expectations::Expectations;
-use crate::reconcile::{self, Context};
-use crate::registry::Policies;
+use crate::reconcile::status::Written;
+use crate::registry::Registry;
+use crate::sandbox::{Limits, PolicyEngine};
 use crate::sources;
-use crate::sources::cluster::PolicyController;
 
 /// What `podset-host run` needs to know.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// The default policy module; watched for changes.
-    pub policy: PathBuf,
+    /// The default policy modules, one per parent kind; watched for changes.
+    pub policies: Vec<PathBuf>,
     /// Only this namespace, or all when `None`.
     pub namespace: Option<String>,
     pub concurrency: u16,
@@ -48,110 +53,101 @@ pub struct Settings {
 
 /// A built operator, ready to run.
 pub struct Operator {
-    settings: Settings,
     ctx: Arc<Context>,
     listener: TcpListener,
-    /// Every cache; `/readyz` is ready when all are synced.
-    caches: Caches,
-    pods: (reflector::store::Writer<Pod>, CacheHealth),
-    podsets: (reflector::store::Writer<PodSet>, CacheHealth),
+    files: Vec<PathBuf>,
+    /// Files whose policy could not be admitted yet (a CRD not installed, the API
+    /// server unreachable): retried while running.
+    pending: BTreeSet<PathBuf>,
 }
 
 /// Everything that can fail because of the user's input fails here, before anything
-/// runs: the metrics address, the cluster configuration, the default policy.
-pub async fn build(settings: Settings) -> anyhow::Result<Operator> {
+/// runs: the metrics address, the cluster configuration, a policy module that cannot
+/// load or that asks for what the operator may not do.
+pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<Operator> {
     // Bound first: an operator without /readyz would never be marked ready, and the
     // cause would otherwise only surface at shutdown.
     let listener = TcpListener::bind(settings.metrics_addr).await.map_err(|e| {
         anyhow::anyhow!("cannot listen on {} for /metrics, /healthz and /readyz: {e}", settings.metrics_addr)
     })?;
+    if settings.policies.is_empty() {
+        anyhow::bail!("no policy given: pass --policy FILE (one per kind served)");
+    }
     let metrics = Arc::new(Metrics::default());
     let client = client::client(metrics.api_writes.clone()).await?;
     let engine = Arc::new(PolicyEngine::new(settings.limits.clone())?);
-
-    // The default policy must load at start: an operator that cannot decide anything
-    // should say so at once, not serve failures.
-    let bytes = tokio::fs::read(&settings.policy)
-        .await
-        .map_err(|e| anyhow::anyhow!("reading policy {}: {e}", settings.policy.display()))?;
-    let default = engine
-        .load_async(bytes)
-        .await
-        .map_err(|e| anyhow::anyhow!("loading policy {}: {e}", settings.policy.display()))?;
-    metrics.policy_loaded("file", true);
-    info!(policy = %default.label(), file = %settings.policy.display(), "default policy loaded");
-
-    let (pods, podsets, policy_cache) =
-        (CacheHealth::of::<Pod>(), CacheHealth::of::<PodSet>(), CacheHealth::of::<ReconcilePolicy>());
-    let caches = Caches::new([podsets.clone(), pods.clone(), policy_cache.clone()]);
-    let (pod_reader, pod_writer) = reflector::store();
-    let (podset_reader, podset_writer) = reflector::store();
     let recorder = Recorder::new(client.clone(), Reporter { controller: "podset-host".into(), instance: None });
     let ctx = Arc::new(Context {
+        watches: Watches::new(client.clone(), settings.namespace.clone(), shutdown.clone()),
         client,
-        pods: pod_reader,
-        podsets: podset_reader,
-        expectations: Arc::new(Expectations::default()),
+        namespace: settings.namespace.clone(),
         engine,
-        policies: Arc::new(Policies::with_default(default)),
-        recorder,
+        registry: Registry::default(),
+        kinds: Kinds::default(),
+        expectations: Arc::new(Expectations::default()),
+        written: Written::default(),
+        events: Events::new(recorder),
         metrics,
+        policy_cache: CacheHealth::of::<ReconcilePolicy>(),
         resync: settings.resync,
+        concurrency: settings.concurrency,
         failures: Default::default(),
-        caches: Caches::new([podsets.clone(), pods.clone()]),
-        policy_cache,
+        shutdown,
     });
-    Ok(Operator { settings, ctx, listener, caches, pods: (pod_writer, pods), podsets: (podset_writer, podsets) })
+
+    let mut pending = BTreeSet::new();
+    for path in &settings.policies {
+        match sources::file::load(&ctx, path).await {
+            Ok(_) => {}
+            Err(e) if e.is_retryable() => {
+                warn!("{e}; serving the other policies and retrying every {:?}", sources::file::RETRY);
+                ctx.registry.refuse_file(path, e.to_string());
+                pending.insert(path.clone());
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Operator { ctx, listener, files: settings.policies, pending })
 }
 
 impl Operator {
-    /// Runs until `shutdown` is cancelled, then stops gracefully.
-    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let Operator { settings, ctx, listener, caches, pods, podsets } = self;
-        let ns = settings.namespace.as_deref();
-        let client = ctx.client.clone();
-        let podset_stream =
-            reconcile::podset_events(scoped(&client, ns), podsets.0, ctx.expectations.clone(), podsets.1);
-        let pod_stream = reconcile::pod_events(scoped(&client, ns), pods.0, ctx.expectations.clone(), pods.1);
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
 
-        // Policy sources re-queue the PodSets whose policy changed.
-        let (requeue_tx, requeue_rx) = futures::channel::mpsc::unbounded();
-        let file_watch =
-            sources::file::watch(settings.policy.clone(), ctx.clone(), requeue_tx.clone(), shutdown.clone());
-        let (rp_reader, rp_writer) = reflector::store();
-        let policy_ctl = Arc::new(PolicyController { ctx: ctx.clone(), requeue: requeue_tx });
-        let rp_stream = sources::cluster::events(scoped(&client, ns), rp_writer, policy_ctl.clone());
-        let configmaps: Api<PartialObjectMeta<ConfigMap>> = scoped(&client, ns);
+    /// Runs until the shutdown token given to [`build`] is cancelled, then stops
+    /// gracefully.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let Operator { ctx, listener, files, pending } = self;
+        let shutdown = ctx.shutdown.clone();
+        ctx.kinds.sync(&ctx).await;
+
+        let file_watch = sources::file::watch(ctx.clone(), files, pending, shutdown.clone());
+        let rp_writer = reflector::store::Writer::default();
+        let rp_reader = rp_writer.as_reader();
+        let rp_stream = sources::cluster::events(ctx.clone(), scoped(&ctx.client, ctx.namespace.as_deref()), rp_writer);
+        let configmaps: Api<PartialObjectMeta<ConfigMap>> = scoped(&ctx.client, ctx.namespace.as_deref());
         let policy_controller =
-            sources::cluster::run(policy_ctl, rp_stream, rp_reader, configmaps, shutdown.clone().cancelled_owned());
-
-        let http = serve(listener, ctx.metrics.clone(), caches.clone(), shutdown.clone());
-        let controller = reconcile::run(
-            ctx.clone(),
-            podset_stream,
-            pod_stream,
-            requeue_rx,
-            settings.concurrency,
-            shutdown.clone().cancelled_owned(),
-        );
-        let (synced, rp_synced) = (ctx.caches.clone(), ctx.policy_cache.clone());
-        let controller = bounded("PodSet controller", controller, &shutdown, move || synced.all_synced());
+            sources::cluster::run(ctx.clone(), rp_stream, rp_reader, configmaps, shutdown.clone().cancelled_owned());
+        let rp_synced = ctx.policy_cache.clone();
         let policy_controller =
             bounded("ReconcilePolicy controller", policy_controller, &shutdown, move || rp_synced.is_synced());
+        let http = serve(listener, ctx.clone());
+        info!(namespace = ctx.namespace.as_deref().unwrap_or("<all>"), "podset-host started");
+        let controllers = async {
+            shutdown.cancelled().await;
+            ctx.kinds.stop_all().await;
+        };
         let file_watch = async {
             file_watch.await;
             debug!("policy file watch stopped");
         };
-        info!(namespace = settings.namespace.as_deref().unwrap_or("<all>"), "podset-host started");
-        let (_, _, http_result, _) = tokio::join!(controller, policy_controller, http, file_watch);
+        let (_, _, http_result, _) = tokio::join!(controllers, policy_controller, http, file_watch);
         http_result?;
         info!("stopped");
         Ok(())
     }
 }
-
-/// How long reconciles in flight get to finish after a shutdown request.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Runs a controller until it stops after `stop`, giving reconciles in flight
 /// [`SHUTDOWN_GRACE`]. A controller whose cache never synced has nothing in flight
@@ -212,30 +208,28 @@ pub async fn cancel_on_signal(token: CancellationToken) {
     token.cancel();
 }
 
-/// `/metrics`, `/healthz` and `/readyz` until `stop`. `/readyz` is 503 while any cache
-/// is not synced, and its body names each such cache and why (a missing CRD, an API
-/// server that does not answer, a broken watch being listed again).
-async fn serve(
-    listener: TcpListener,
-    metrics: Arc<Metrics>,
-    caches: Caches,
-    stop: CancellationToken,
-) -> anyhow::Result<()> {
+/// `/metrics`, `/healthz` and `/readyz` until shutdown. `/readyz` is 503 while any
+/// cache is not synced or a policy file is not serving, and its body names each and
+/// why (a missing CRD, an API server that does not answer, a broken watch being
+/// listed again).
+async fn serve(listener: TcpListener, ctx: Arc<Context>) -> anyhow::Result<()> {
+    let stop = ctx.shutdown.clone();
     let app = Router::new()
-        .route("/metrics", get(|State(m): State<Arc<Metrics>>| async move { m.encode() }))
+        .route("/metrics", get(|State(ctx): State<Arc<Context>>| async move { ctx.metrics.encode() }))
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
-            get(move || async move {
-                let problems = caches.problems();
+            get(|State(ctx): State<Arc<Context>>| async move {
+                let mut problems = ctx.registry.file_problems();
+                problems.extend(ctx.caches().problems());
                 if problems.is_empty() {
                     (StatusCode::OK, "ok".to_string())
                 } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, format!("caches not synced:\n{}\n", problems.join("\n")))
+                    (StatusCode::SERVICE_UNAVAILABLE, format!("not ready:\n{}\n", problems.join("\n")))
                 }
             }),
         )
-        .with_state(metrics);
+        .with_state(ctx);
     info!(addr = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
     axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await?;
     Ok(())

@@ -13,7 +13,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use podset_host::crd::{ConfigMapKeyRef, PodSet, ReconcilePolicy, ReconcilePolicySpec};
-use podset_host::policy::Digest;
+use podset_host::sandbox::Digest;
 
 const T: Duration = Duration::from_secs(60);
 
@@ -29,7 +29,8 @@ fn replace_atomically(path: &Path, bytes: &[u8]) {
 }
 
 async fn status_digest(podsets: &Api<PodSet>, name: &str) -> Option<String> {
-    podsets.get(name).await.ok()?.status?.policy_digest
+    let ps = podsets.get(name).await.ok()?;
+    ps.metadata.annotations?.remove(podset_host::reconcile::execute::DIGEST_ANNOTATION)
 }
 
 fn condition<'a>(ps: &'a PodSet, type_: &str) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
@@ -65,7 +66,7 @@ async fn swapping_the_policy_file_redecides_every_podset_and_a_broken_file_chang
     eventually("every PodSet to report the new digest", T, || async {
         let all = podsets.list(&Default::default()).await.ok()?;
         let swapped = all.items.iter().filter(|p| {
-            p.status.as_ref().is_some_and(|s| s.policy_digest.as_deref() == Some(&d_canary))
+            common::decided_by(*p, &d_canary)
                 && condition(p, "Available").is_some_and(|c| c.message.ends_with("(canary policy)"))
         });
         (swapped.count() == N).then_some(())
@@ -147,6 +148,7 @@ async fn publish(env: &Env, rp: &str, cm: &str, module: &[u8]) {
         ReconcilePolicySpec {
             config_map_ref: ConfigMapKeyRef { name: cm.into(), key: "module.wasm".into() },
             sha256: digest(module),
+            selector: None,
         },
     );
     policy.metadata.namespace = Some(env.ns.clone());

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use podset_host::policy::{Action, Error, InFlight, Input, Limits, Podset, PodsetStatus, PolicyEngine};
+use podset_host::contract::bindings::podset::{Action, InFlight, Input as PodsetInput, Podset, PodsetStatus};
+use podset_host::sandbox::{Actions, Error, Input, Limits, PolicyEngine};
 
 fn input(replicas: i32) -> Input {
-    Input {
+    Input::PodSet(PodsetInput {
         podset: Podset {
             name: "web".into(),
             namespace: "default".into(),
@@ -28,7 +29,7 @@ fn input(replicas: i32) -> Input {
         pods: Vec::new(),
         in_flight: InFlight { creations: 0, deletions: Vec::new() },
         now: 0,
-    }
+    })
 }
 
 fn engine() -> Arc<PolicyEngine> {
@@ -40,9 +41,9 @@ fn the_default_policy_loads_and_decides() {
     let engine = engine();
     let policy = engine.load(&common::read_policy("podset.wasm")).expect("default policy loads");
     assert_eq!(policy.info().name, "guest-podset");
-    assert_eq!(policy.info().contract, podset_host::policy::contract_version());
+    assert_eq!(policy.info().contract, podset_host::contract::contract_version());
     // Zero ambient capability: nothing but the contract's own interfaces.
-    let v = podset_host::policy::contract_version();
+    let v = podset_host::contract::contract_version();
     for import in policy.imports() {
         assert!(
             [format!("podset:policy/log@{v}"), format!("podset:policy/types@{v}")].contains(import),
@@ -50,7 +51,8 @@ fn the_default_policy_loads_and_decides() {
         );
     }
     let decision = policy.decide(&input(3)).expect("decides");
-    let creates = decision.actions.iter().filter(|a| matches!(a, Action::CreatePod(_))).count();
+    let Actions::PodSet(actions) = decision.actions else { panic!("a PodSet policy answers in its world") };
+    let creates = actions.iter().filter(|a| matches!(a, Action::CreatePod(_))).count();
     assert_eq!(creates, 3);
     // The same bytes are compiled once while in use, and dropped when nothing uses them.
     let again = engine.load(&common::read_policy("podset.wasm")).expect("cached");

@@ -163,20 +163,11 @@ impl Caches {
     }
 }
 
-/// The cache of `api`: a watch that lists afresh after every error (see the module
-/// docs), backs off between attempts, is reflected into `writer`, and keeps `health`
-/// up to date. Health follows the store, not the watch: `Synced` is set only after
-/// the reflector has swapped the complete list in, so a reconcile woken by it reads
-/// that list and not the empty store before it.
-pub fn reflected<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    writer: reflector::store::Writer<K>,
-    health: CacheHealth,
-) -> impl Stream<Item = watcher::Result<Event<K>>> + Send
+/// A watch of `api` that lists afresh after every error (see the module docs) and
+/// backs off between attempts.
+pub fn relisting<K>(api: Api<K>, config: watcher::Config) -> impl Stream<Item = watcher::Result<Event<K>>> + Send
 where
-    K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+    K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + 'static,
 {
     let fresh = move || new_watcher(api.clone(), config.clone()).boxed();
     let first = fresh();
@@ -189,12 +180,37 @@ where
         Some((item, (inner, fresh)))
     })
     .default_backoff()
-    .reflect(writer)
-    .inspect(move |item| match item {
-        Ok(Event::InitDone) => health.set(CacheState::Synced),
+}
+
+/// Keeps `health` in step with a watch stream whose events have already been applied
+/// to their store (`listed` tells which item completes a list): `Synced` must only be
+/// seen once the complete list is in the store, so a reconcile woken by it reads that
+/// list and not the store before it.
+pub fn track<T>(
+    events: impl Stream<Item = watcher::Result<T>> + Send,
+    health: CacheHealth,
+    listed: impl Fn(&T) -> bool + Send,
+) -> impl Stream<Item = watcher::Result<T>> + Send {
+    events.inspect(move |item| match item {
+        Ok(t) if listed(t) => health.set(CacheState::Synced),
         Err(e) => health.failed(e),
         Ok(_) => {}
     })
+}
+
+/// The cache of `api` in a kube-runtime store: [`relisting`], reflected into
+/// `writer`, then [`track`]ed.
+pub fn reflected<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    writer: reflector::store::Writer<K>,
+    health: CacheHealth,
+) -> impl Stream<Item = watcher::Result<Event<K>>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    track(relisting(api, config).reflect(writer), health, |e| matches!(e, Event::InitDone))
 }
 
 #[cfg(test)]

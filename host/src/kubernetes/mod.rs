@@ -1,5 +1,11 @@
-//! Kubernetes plumbing: the client (with its write counter) and the caches every
-//! reconcile reads from, with the health that gates reconciles and `/readyz`.
+//! Kubernetes plumbing: the client (with its write counter), the caches every
+//! reconcile reads from (with the health that gates reconciles and `/readyz`), the
+//! shared watches of children and related kinds, and the access checks made when a
+//! policy loads.
 
+pub mod access;
 pub mod cache;
 pub mod client;
+pub mod events;
+pub mod store;
+pub mod watches;

@@ -1,244 +1,214 @@
-//! Performs a checked decision on the cluster: pods created in slow-start batches,
-//! deletions with a UID precondition, and the status written only when it changed.
+//! Performs a checked decision on the cluster: the parent's metadata (the finalizer,
+//! the digest that decided), children created in slow-start batches, applied
+//! server-side or deleted with a UID precondition, the policy's Events, the status
+//! when it changed, and the finalizer's removal when the policy is done.
 
 use futures::future::join_all;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::ObjectRef;
+use serde_json::json;
 
-use super::Context;
-use super::expectations::OwnerKey;
-use super::input::status_str;
-use super::pods;
-use crate::conditions;
-use crate::crd::{PodSet, PodSetStatus};
+use super::observe::{ChildKey, Observed};
+use super::plan::{Checked, Child, Doomed, Note};
+use super::status;
+use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::policy::{CreatePod, PodsetStatus};
+use crate::kubernetes::events::{Origin, event};
+use crate::registry::Admitted;
 
-/// The condition the operator sets when its policy cannot decide.
-pub const POLICY_FAILED: &str = "PolicyFailed";
+/// The annotation on every parent naming the digest of the policy that decided it last.
+pub const DIGEST_ANNOTATION: &str = "app.example.com/policy-digest";
 
-/// Creates pods 1, 2, 4, … at a time and stops at the first failure, as the
-/// ReplicaSet controller does: a quota or admission error then costs one request, not
-/// `replicas` of them. Pods not attempted are decided again on the next reconcile.
-pub async fn create_pods(ctx: &Context, podset: &PodSet, creates: &[CreatePod]) -> Result<()> {
-    let mut batch = 1;
-    let mut rest = creates;
-    while !rest.is_empty() {
-        let (now, later) = rest.split_at(batch.min(rest.len()));
-        let results = join_all(now.iter().map(|c| create_pod(ctx, podset, c))).await;
-        if let Some(err) = results.into_iter().find_map(Result::err) {
-            return Err(err);
-        }
-        rest = later;
-        batch *= 2;
+/// Performs `checked`, decided by `admitted` for the parent of `observed`.
+pub async fn execute(ctx: &Context, observed: &Observed, admitted: &Admitted, checked: Checked) -> Result<()> {
+    let parent = &observed.parent;
+    let ns = parent.namespace().unwrap_or_default();
+    let parent_api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &observed.parent_resource);
+    metadata(&parent_api, parent, admitted).await?;
+
+    let manager = admitted.field_manager();
+    let act = Act { ctx, observed, ns: &ns, manager: &manager };
+    act.create_all(&checked.creates).await?;
+    for child in &checked.applies {
+        act.apply(child).await?;
+    }
+    let deleted = join_all(checked.deletes.iter().map(|d| act.delete(d))).await;
+    deleted.into_iter().collect::<Result<Vec<()>>>()?;
+    for note in &checked.events {
+        act.policy_event(note).await;
+    }
+
+    let next = status::next(parent, checked.status, None);
+    status::write(&parent_api, &ctx.written, &observed.parent_ref(), parent, next).await?;
+
+    if checked.finalize
+        && let Some(finalizer) = &admitted.resolved.finalizer
+    {
+        remove_finalizer(&parent_api, parent, finalizer).await?;
+        ctx.expectations.forget(&observed.parent_ref());
     }
     Ok(())
 }
 
-async fn create_pod(ctx: &Context, podset: &PodSet, action: &CreatePod) -> Result<()> {
-    let ns = podset.namespace().unwrap_or_default();
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let key = owner_key(podset);
-    match api.create(&PostParams::default(), &pods::build(podset, action)).await {
-        Ok(pod) => {
-            let name = pod.name_any();
-            // The watch may have delivered the pod already; then nothing is in flight.
-            if ctx.pods.get(&ObjectRef::new(&name).within(&ns)).is_none() {
-                ctx.expectations.expect_creation(&key, &name);
+/// One metadata patch at most: the policy's finalizer (on a parent not being deleted)
+/// and the digest annotation, each only when missing.
+async fn metadata(api: &Api<DynamicObject>, parent: &DynamicObject, admitted: &Admitted) -> Result<()> {
+    let digest = admitted.policy.digest().to_string();
+    let mut patch = serde_json::Map::new();
+    if parent.annotations().get(DIGEST_ANNOTATION) != Some(&digest) {
+        patch.insert("annotations".into(), json!({ DIGEST_ANNOTATION: digest }));
+    }
+    if let Some(f) = &admitted.resolved.finalizer
+        && parent.metadata.deletion_timestamp.is_none()
+        && !parent.finalizers().contains(f)
+    {
+        let mut finalizers = parent.finalizers().to_vec();
+        finalizers.push(f.clone());
+        patch.insert("finalizers".into(), json!(finalizers));
+        // The list is replaced whole: make the write conditional on what it was read from.
+        patch.insert("resourceVersion".into(), json!(parent.resource_version()));
+    }
+    if !patch.is_empty() {
+        api.patch(&parent.name_any(), &PatchParams::default(), &Patch::Merge(json!({ "metadata": patch }))).await?;
+    }
+    Ok(())
+}
+
+async fn remove_finalizer(api: &Api<DynamicObject>, parent: &DynamicObject, finalizer: &str) -> Result<()> {
+    if !parent.finalizers().iter().any(|f| f == finalizer) {
+        return Ok(());
+    }
+    let rest: Vec<&String> = parent.finalizers().iter().filter(|f| *f != finalizer).collect();
+    let patch = json!({ "metadata": { "finalizers": rest, "resourceVersion": parent.resource_version() } });
+    match api.patch(&parent.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        // Already gone: the finalizer was the last thing holding it.
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        r => r.map(|_| ()).map_err(Error::from),
+    }
+}
+
+struct Act<'a> {
+    ctx: &'a Context,
+    observed: &'a Observed,
+    ns: &'a str,
+    manager: &'a str,
+}
+
+impl Act<'_> {
+    fn api(&self, resource: &ApiResource) -> Api<DynamicObject> {
+        Api::namespaced_with(self.ctx.client.clone(), self.ns, resource)
+    }
+
+    /// Creates 1, 2, 4, … at a time and stops at the first failure, as the ReplicaSet
+    /// controller does: a quota or admission error then costs one request, not one
+    /// per child. Children not attempted are decided again on the next reconcile.
+    async fn create_all(&self, creates: &[Child]) -> Result<()> {
+        let mut batch = 1;
+        let mut rest = creates;
+        while !rest.is_empty() {
+            let (now, later) = rest.split_at(batch.min(rest.len()));
+            let results = join_all(now.iter().map(|c| self.create(c))).await;
+            if let Some(err) = results.into_iter().find_map(Result::err) {
+                return Err(err);
             }
-            let related = pod_ref(&ns, &name, &pod.uid().unwrap_or_default());
-            ctx.event(
-                podset,
-                Some(related),
-                EventType::Normal,
-                "SuccessfulCreate",
-                "Create",
-                format!("Created pod: {name}"),
-            )
-            .await;
-            Ok(())
+            rest = later;
+            batch *= 2;
         }
-        Err(e) => {
-            ctx.event(podset, None, EventType::Warning, "FailedCreate", "Create", format!("Error creating pod: {e}"))
-                .await;
-            Err(e.into())
-        }
+        Ok(())
     }
-}
 
-pub async fn delete_pods(ctx: &Context, podset: &PodSet, deletes: &[(String, String)]) -> Result<()> {
-    let ns = podset.namespace().unwrap_or_default();
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let key = owner_key(podset);
-    let results = join_all(deletes.iter().map(|(name, uid)| {
-        let (api, key, ns) = (api.clone(), key.clone(), ns.as_str());
-        async move {
-            // The UID precondition: if the pod was replaced by a namesake since the
-            // policy decided, the namesake is left alone.
-            let dp = DeleteParams {
-                preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
-                ..DeleteParams::default()
-            };
-            match api.delete(name, &dp).await {
-                Ok(_) => {
-                    ctx.expectations.expect_deletion(&key, name);
-                    ctx.event(
-                        podset,
-                        Some(pod_ref(ns, name, uid)),
-                        EventType::Normal,
-                        "SuccessfulDelete",
-                        "Delete",
-                        format!("Deleted pod: {name}"),
-                    )
-                    .await;
-                    Ok(())
+    async fn create(&self, child: &Child) -> Result<()> {
+        let pp = PostParams { field_manager: Some(self.manager.into()), ..PostParams::default() };
+        let kind = &child.resource.kind;
+        match self.api(&child.resource).create(&pp, &child.object).await {
+            Ok(created) => {
+                let key = ChildKey::new(&child.resource, &created.name_any());
+                // The watch may have delivered it already; then nothing is in flight.
+                if self.observed.child(&key).is_none() {
+                    self.ctx.expectations.expect_creation(&self.observed.parent_ref(), key.clone());
                 }
-                // Already gone, or no longer the pod the policy chose.
-                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-                Err(e) => {
-                    ctx.event(
-                        podset,
-                        Some(pod_ref(ns, name, uid)),
-                        EventType::Warning,
-                        "FailedDelete",
-                        "Delete",
-                        format!("Error deleting pod {name}: {e}"),
-                    )
-                    .await;
-                    Err(Error::from(e))
-                }
+                let about = reference(&child.resource, self.ns, &key.name, &created.uid().unwrap_or_default());
+                let note = format!("Created {}: {}", kind.to_lowercase(), key.name);
+                self.host_event(EventType::Normal, "SuccessfulCreate", "Create", note, Some(about)).await;
+                Ok(())
+            }
+            Err(e) => {
+                let note = format!("Error creating {}: {e}", kind.to_lowercase());
+                self.host_event(EventType::Warning, "FailedCreate", "Create", note, None).await;
+                Err(e.into())
             }
         }
-    }))
-    .await;
-    results.into_iter().collect()
-}
+    }
 
-/// What the status should become. `from_policy` replaces the policy-owned fields and
-/// conditions; `failure` sets (or, when `None`, clears) the operator's PolicyFailed
-/// condition; `digest`, when known, records who decided.
-pub fn next_status(
-    podset: &PodSet,
-    from_policy: Option<&PodsetStatus>,
-    failure: Option<(&str, &str)>,
-    digest: Option<String>,
-) -> PodSetStatus {
-    let current = podset.status.clone().unwrap_or_default();
-    let generation = podset.metadata.generation;
-    let mut next = current.clone();
-    if let Some(s) = from_policy {
-        next.pod_names = s.pod_names.clone();
-        next.available_replicas = s.available_replicas;
-        next.observed_generation = Some(s.observed_generation);
-        next.conditions.retain(|c| c.type_ == POLICY_FAILED);
-        for c in &s.conditions {
-            let new = conditions::new(&c.type_, status_str(c.status), &c.reason, &c.message, generation);
-            conditions::set(&mut next.conditions, &current.conditions, new);
+    /// Server-side apply of a child the parent controls. A child not in the cache is
+    /// created instead: an apply would take over an object of the same name that
+    /// someone else owns; a create fails on it.
+    async fn apply(&self, child: &Child) -> Result<()> {
+        if self.observed.child(&child.key()).is_none() {
+            return self.create(child).await;
+        }
+        let name = child.key().name;
+        let pp = PatchParams::apply(self.manager).force();
+        self.api(&child.resource).patch(&name, &pp, &Patch::Apply(&child.object)).await?;
+        Ok(())
+    }
+
+    async fn delete(&self, doomed: &Doomed) -> Result<()> {
+        let name = &doomed.key.name;
+        let about = reference(&doomed.resource, self.ns, name, &doomed.uid);
+        let kind = doomed.resource.kind.to_lowercase();
+        // The UID precondition: if the child was replaced by a namesake since the
+        // policy decided, the namesake is left alone.
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions { uid: Some(doomed.uid.clone()), resource_version: None }),
+            ..DeleteParams::default()
+        };
+        match self.api(&doomed.resource).delete(name, &dp).await {
+            Ok(_) => {
+                self.ctx.expectations.expect_deletion(&self.observed.parent_ref(), doomed.key.clone());
+                let note = format!("Deleted {kind}: {name}");
+                self.host_event(EventType::Normal, "SuccessfulDelete", "Delete", note, Some(about)).await;
+                Ok(())
+            }
+            // Already gone, or no longer the child the policy chose.
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+            Err(e) => {
+                let note = format!("Error deleting {kind} {name}: {e}");
+                self.host_event(EventType::Warning, "FailedDelete", "Delete", note, Some(about)).await;
+                Err(e.into())
+            }
         }
     }
-    next.conditions.retain(|c| c.type_ != POLICY_FAILED);
-    if let Some((reason, message)) = failure {
-        let new = conditions::new(POLICY_FAILED, "True", reason, message, generation);
-        conditions::set(&mut next.conditions, &current.conditions, new);
+
+    async fn host_event(&self, t: EventType, reason: &str, action: &str, note: String, about: Option<ObjectReference>) {
+        let parent = self.observed.parent_object_reference();
+        self.ctx.events.publish(&parent, event(t, reason, action, note, about), Origin::Host).await;
     }
-    next.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
-    if digest.is_some() {
-        next.policy_digest = digest;
+
+    async fn policy_event(&self, note: &Note) {
+        let about = note.regarding.as_ref().and_then(|k| {
+            let seen = self.observed.child(k)?;
+            Some(reference(&seen.resource, self.ns, &k.name, &seen.object.uid().unwrap_or_default()))
+        });
+        let t = if note.warning { EventType::Warning } else { EventType::Normal };
+        let ev = event(t, &note.reason, "Reconcile", note.message.clone(), about);
+        let parent = self.observed.parent_object_reference();
+        if !self.ctx.events.publish(&parent, ev, Origin::Policy).await {
+            self.ctx.metrics.event_dropped();
+        }
     }
-    next
 }
 
-/// Writes `next` unless it equals the current status. Returns whether it wrote.
-pub async fn write_status(ctx: &Context, podset: &PodSet, next: PodSetStatus) -> Result<bool> {
-    let mut current = podset.status.clone().unwrap_or_default();
-    current.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
-    if current == next {
-        return Ok(false);
-    }
-    let api: Api<PodSet> = Api::namespaced(ctx.client.clone(), &podset.namespace().unwrap_or_default());
-    let mut body = serde_json::to_value(&next).map_err(|e| Error::Internal(format!("serializing status: {e}")))?;
-    // A merge patch leaves out fields untouched; conditions must be replaced even when
-    // the list became empty.
-    body["conditions"] = serde_json::to_value(&next.conditions).unwrap_or_default();
-    let patch = serde_json::json!({ "status": body });
-    api.patch_status(&podset.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    Ok(true)
-}
-
-pub fn owner_key(podset: &PodSet) -> OwnerKey {
-    (podset.namespace().unwrap_or_default(), podset.name_any())
-}
-
-/// A reference to a pod for Events, from what is known without fetching it.
-fn pod_ref(namespace: &str, name: &str, uid: &str) -> ObjectReference {
+/// A reference to a child for Events, from what is known without fetching it.
+fn reference(resource: &ApiResource, namespace: &str, name: &str, uid: &str) -> ObjectReference {
     ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
+        api_version: Some(resource.api_version.clone()),
+        kind: Some(resource.kind.clone()),
         namespace: Some(namespace.into()),
         name: Some(name.into()),
         uid: Some(uid.into()),
         ..ObjectReference::default()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::crd::PodSetSpec;
-    use crate::policy::{Condition, ConditionStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-    fn at(secs: i64) -> Time {
-        Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
-    }
-
-    /// Rewinds every condition's transition time to `secs`, as if set back then.
-    fn set_back(mut s: PodSetStatus, secs: i64) -> PodSetStatus {
-        s.conditions.iter_mut().for_each(|c| c.last_transition_time = at(secs));
-        s
-    }
-
-    fn policy_status(available: ConditionStatus) -> PodsetStatus {
-        PodsetStatus {
-            pod_names: vec!["web-a".into()],
-            available_replicas: 1,
-            observed_generation: 1,
-            conditions: vec![Condition {
-                type_: "Available".into(),
-                status: available,
-                reason: "R".into(),
-                message: "m".into(),
-            }],
-        }
-    }
-
-    #[test]
-    fn transition_time_moves_only_when_status_changes() {
-        let mut ps = PodSet::new("web", PodSetSpec { replicas: 1, template: None, policy_ref: None });
-        ps.metadata.generation = Some(1);
-        let first = next_status(&ps, Some(&policy_status(ConditionStatus::False)), None, None);
-        ps.status = Some(set_back(first, 100));
-        let same = next_status(&ps, Some(&policy_status(ConditionStatus::False)), None, None);
-        assert_eq!(same.conditions[0].last_transition_time, at(100));
-        let flipped = next_status(&ps, Some(&policy_status(ConditionStatus::True)), None, None);
-        assert_ne!(flipped.conditions[0].last_transition_time, at(100));
-    }
-
-    #[test]
-    fn policy_failed_is_set_kept_and_cleared() {
-        let mut ps = PodSet::new("web", PodSetSpec { replicas: 1, template: None, policy_ref: None });
-        ps.status = Some(next_status(&ps, Some(&policy_status(ConditionStatus::True)), None, Some("sha256:a".into())));
-        let failed = next_status(&ps, None, Some(("DeadlineExceeded", "too slow")), None);
-        assert_eq!(failed.conditions.len(), 2, "the policy's own conditions stay while it fails");
-        assert_eq!(failed.pod_names, vec!["web-a".to_string()], "pods and status are left as they were");
-        assert_eq!(failed.policy_digest.as_deref(), Some("sha256:a"));
-        ps.status = Some(set_back(failed, 5));
-        let again = next_status(&ps, None, Some(("DeadlineExceeded", "too slow")), None);
-        assert_eq!(again, ps.status.clone().unwrap(), "the same failure rewrites nothing");
-        let recovered = next_status(&ps, None, None, None);
-        assert!(recovered.conditions.iter().all(|c| c.type_ != POLICY_FAILED));
     }
 }

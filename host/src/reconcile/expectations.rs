@@ -1,33 +1,34 @@
 //! ReplicaSet-style expectations: what this operator has asked the API server to do
-//! and not yet seen in its pod cache. Without them, a burst of reconciles reading a
-//! stale cache would create (or delete) the same pods again.
+//! and not yet seen in its caches. Without them, a burst of reconciles reading a stale
+//! cache would create (or delete) the same children again.
 //!
-//! Unlike the ReplicaSet controller's counters, entries are pod names: the API server
-//! returns the generated name on create, and a name lets the pod watch settle exactly
-//! the right entry.
+//! Unlike the ReplicaSet controller's counters, entries are child names: the API
+//! server returns the generated name on create, and a name lets the child watch
+//! settle exactly the right entry.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::policy::InFlight;
+use kube::api::DynamicObject;
+use parking_lot::Mutex;
+
+use super::observe::{ChildKey, InFlight, ParentRef};
 
 /// After this long an unobserved entry is dropped, so a lost watch event delays a
-/// PodSet instead of wedging it. (The ReplicaSet controller uses 5 minutes.)
+/// parent instead of wedging it. (The ReplicaSet controller uses 5 minutes.)
 pub const TTL: Duration = Duration::from_secs(60);
 
-/// Identifies the owning PodSet.
-pub type OwnerKey = (String, String); // (namespace, name)
-
+/// `parking_lot`'s mutex has no poisoning: a panic elsewhere can never make this
+/// report "nothing in flight" and let a stale cache create children twice.
 #[derive(Default)]
 pub struct Expectations {
-    entries: Mutex<HashMap<OwnerKey, Pending>>,
+    entries: Mutex<HashMap<ParentRef, Pending>>,
 }
 
 #[derive(Default)]
 struct Pending {
-    creations: HashMap<String, Instant>,
-    deletions: HashMap<String, Instant>,
+    creations: HashMap<ChildKey, Instant>,
+    deletions: HashMap<ChildKey, Instant>,
 }
 
 impl Pending {
@@ -41,7 +42,7 @@ impl Pending {
     }
 }
 
-/// What the pod cache shows about one pod name.
+/// What a cache shows about one child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Seen {
     /// In the cache, not terminating.
@@ -53,10 +54,10 @@ pub enum Seen {
 }
 
 impl Seen {
-    /// What the cache shows, given the pod it holds under a name (if any).
-    pub fn of(pod: Option<&k8s_openapi::api::core::v1::Pod>) -> Seen {
-        match pod {
-            Some(p) if p.metadata.deletion_timestamp.is_some() => Seen::Terminating,
+    /// What the cache shows, given the object it holds under a name (if any).
+    pub fn of(obj: Option<&DynamicObject>) -> Seen {
+        match obj {
+            Some(o) if o.metadata.deletion_timestamp.is_some() => Seen::Terminating,
             Some(_) => Seen::Present,
             None => Seen::Absent,
         }
@@ -64,110 +65,116 @@ impl Seen {
 }
 
 impl Expectations {
-    pub fn expect_creation(&self, owner: &OwnerKey, pod: &str) {
-        self.with(owner, |p| {
-            p.creations.insert(pod.to_string(), Instant::now());
-        });
+    pub fn expect_creation(&self, parent: &ParentRef, child: ChildKey) {
+        self.entries.lock().entry(parent.clone()).or_default().creations.insert(child, Instant::now());
     }
 
-    pub fn expect_deletion(&self, owner: &OwnerKey, pod: &str) {
-        self.with(owner, |p| {
-            p.deletions.insert(pod.to_string(), Instant::now());
-        });
+    pub fn expect_deletion(&self, parent: &ParentRef, child: ChildKey) {
+        self.entries.lock().entry(parent.clone()).or_default().deletions.insert(child, Instant::now());
     }
 
-    /// A pod watch event for `pod` of `owner`: any event settles its creation; a
-    /// deletion is settled once the pod terminates or is gone.
-    pub fn observe(&self, owner: &OwnerKey, pod: &str, seen: Seen) {
-        self.with(owner, |p| {
-            p.creations.remove(pod);
-            if seen != Seen::Present {
-                p.deletions.remove(pod);
-            }
-        });
-    }
-
-    /// What is still in flight for `owner`, after settling every entry the cache
-    /// already shows (`lookup` tells what the cache holds for a pod name).
-    pub fn in_flight(&self, owner: &OwnerKey, lookup: impl Fn(&str) -> Seen) -> InFlight {
-        let Ok(mut entries) = self.entries.lock() else {
-            return InFlight { creations: 0, deletions: Vec::new() };
-        };
-        let Some(p) = entries.get_mut(owner) else {
-            return InFlight { creations: 0, deletions: Vec::new() };
-        };
-        p.expire(Instant::now());
-        p.creations.retain(|name, _| lookup(name) == Seen::Absent);
-        p.deletions.retain(|name, _| lookup(name) == Seen::Present);
-        let mut deletions: Vec<String> = p.deletions.keys().cloned().collect();
-        deletions.sort();
-        let creations = u32::try_from(p.creations.len()).unwrap_or(u32::MAX);
+    /// A watch event for `child` of `parent`: any event settles its creation; a
+    /// deletion is settled once the child terminates or is gone.
+    pub fn observe(&self, parent: &ParentRef, child: &ChildKey, seen: Seen) {
+        let mut entries = self.entries.lock();
+        let Some(p) = entries.get_mut(parent) else { return };
+        p.creations.remove(child);
+        if seen != Seen::Present {
+            p.deletions.remove(child);
+        }
         if p.is_empty() {
-            entries.remove(owner);
+            entries.remove(parent);
+        }
+    }
+
+    /// What is still in flight for `parent`, after settling every entry the cache
+    /// already shows (`lookup` tells what the cache holds for a child).
+    pub fn in_flight(&self, parent: &ParentRef, lookup: impl Fn(&ChildKey) -> Seen) -> InFlight {
+        let mut entries = self.entries.lock();
+        let Some(p) = entries.get_mut(parent) else { return InFlight::default() };
+        p.expire(Instant::now());
+        p.creations.retain(|child, _| lookup(child) == Seen::Absent);
+        p.deletions.retain(|child, _| lookup(child) == Seen::Present);
+        let mut creations: Vec<ChildKey> = p.creations.keys().cloned().collect();
+        let mut deletions: Vec<ChildKey> = p.deletions.keys().cloned().collect();
+        creations.sort();
+        deletions.sort();
+        if p.is_empty() {
+            entries.remove(parent);
         }
         InFlight { creations, deletions }
     }
 
-    /// Whether anything is in flight for `owner` (for tests and diagnostics).
-    pub fn pending(&self, owner: &OwnerKey) -> usize {
-        self.entries.lock().ok().and_then(|e| e.get(owner).map(|p| p.creations.len() + p.deletions.len())).unwrap_or(0)
+    /// How many entries are pending for `parent` (for tests and diagnostics).
+    pub fn pending(&self, parent: &ParentRef) -> usize {
+        self.entries.lock().get(parent).map_or(0, |p| p.creations.len() + p.deletions.len())
     }
 
-    /// Forget everything about a PodSet that is gone.
-    pub fn forget(&self, owner: &OwnerKey) {
-        if let Ok(mut e) = self.entries.lock() {
-            e.remove(owner);
-        }
-    }
-
-    fn with(&self, owner: &OwnerKey, f: impl FnOnce(&mut Pending)) {
-        // A poisoned lock means a panic elsewhere; expectations are an optimisation
-        // over the cache, so carrying on with the data is safe.
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        f(entries.entry(owner.clone()).or_default());
+    /// Forget everything about a parent that is gone.
+    pub fn forget(&self, parent: &ParentRef) {
+        self.entries.lock().remove(parent);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::api::ApiResource;
+    use kube::runtime::reflector::ObjectRef;
 
-    fn key() -> OwnerKey {
-        ("ns".into(), "web".into())
+    fn parent(name: &str) -> ParentRef {
+        ObjectRef::new_with(name, ApiResource::erase::<crate::crd::PodSet>(&())).within("ns")
+    }
+
+    fn pod(name: &str) -> ChildKey {
+        ChildKey { api_version: "v1".into(), kind: "Pod".into(), name: name.into() }
     }
 
     #[test]
     fn creations_stay_in_flight_until_the_cache_shows_them() {
         let e = Expectations::default();
-        e.expect_creation(&key(), "web-a");
-        e.expect_creation(&key(), "web-b");
-        let f = e.in_flight(&key(), |n| if n == "web-a" { Seen::Present } else { Seen::Absent });
-        assert_eq!(f.creations, 1);
-        e.observe(&key(), "web-b", Seen::Present);
-        assert_eq!(e.in_flight(&key(), |_| Seen::Absent).creations, 0);
-        assert_eq!(e.pending(&key()), 0);
+        e.expect_creation(&parent("web"), pod("web-a"));
+        e.expect_creation(&parent("web"), pod("web-b"));
+        let f = e.in_flight(&parent("web"), |c| if c.name == "web-a" { Seen::Present } else { Seen::Absent });
+        assert_eq!(f.creations, vec![pod("web-b")]);
+        e.observe(&parent("web"), &pod("web-b"), Seen::Present);
+        assert_eq!(e.in_flight(&parent("web"), |_| Seen::Absent), InFlight::default());
+        assert_eq!(e.pending(&parent("web")), 0);
     }
 
     #[test]
-    fn deletions_settle_when_the_pod_terminates_or_vanishes() {
+    fn deletions_settle_when_the_child_terminates_or_vanishes() {
         let e = Expectations::default();
-        e.expect_deletion(&key(), "web-a");
-        e.expect_deletion(&key(), "web-b");
-        let f = e.in_flight(&key(), |n| if n == "web-a" { Seen::Present } else { Seen::Terminating });
-        assert_eq!(f.deletions, vec!["web-a".to_string()]);
-        e.observe(&key(), "web-a", Seen::Present);
-        assert_eq!(e.pending(&key()), 1, "an update that still shows the pod settles nothing");
-        e.observe(&key(), "web-a", Seen::Absent);
-        assert_eq!(e.pending(&key()), 0);
+        e.expect_deletion(&parent("web"), pod("web-a"));
+        e.expect_deletion(&parent("web"), pod("web-b"));
+        let f = e.in_flight(&parent("web"), |c| if c.name == "web-a" { Seen::Present } else { Seen::Terminating });
+        assert_eq!(f.deletions, vec![pod("web-a")]);
+        e.observe(&parent("web"), &pod("web-a"), Seen::Present);
+        assert_eq!(e.pending(&parent("web")), 1, "an update that still shows the child settles nothing");
+        e.observe(&parent("web"), &pod("web-a"), Seen::Absent);
+        assert_eq!(e.pending(&parent("web")), 0);
     }
 
     #[test]
-    fn owners_are_independent() {
+    fn parents_are_independent() {
         let e = Expectations::default();
-        e.expect_creation(&key(), "web-a");
-        let other = ("ns".to_string(), "api".to_string());
-        assert_eq!(e.in_flight(&other, |_| Seen::Absent).creations, 0);
-        e.forget(&key());
-        assert_eq!(e.pending(&key()), 0);
+        e.expect_creation(&parent("web"), pod("web-a"));
+        assert!(e.in_flight(&parent("api"), |_| Seen::Absent).creations.is_empty());
+        e.forget(&parent("web"));
+        assert_eq!(e.pending(&parent("web")), 0);
+    }
+
+    #[test]
+    fn a_panic_while_holding_the_lock_does_not_empty_what_is_in_flight() {
+        let e = std::sync::Arc::new(Expectations::default());
+        e.expect_creation(&parent("web"), pod("web-a"));
+        let held = e.clone();
+        let _ = std::thread::spawn(move || {
+            let _guard = held.entries.lock();
+            panic!("a reconcile panics while holding the expectations");
+        })
+        .join();
+        let f = e.in_flight(&parent("web"), |_| Seen::Absent);
+        assert_eq!(f.creations, vec![pod("web-a")], "still in flight: a second creation must not happen");
     }
 }

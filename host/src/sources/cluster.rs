@@ -1,6 +1,7 @@
 //! Policies published in the cluster: a `ReconcilePolicy` names a ConfigMap key
-//! holding the module and pins its digest. A controller loads each one, swaps it in,
-//! re-queues the PodSets that reference it, and reports on the ReconcilePolicy.
+//! holding the module and pins its digest, and optionally selects the parents it
+//! decides (a canary). A controller loads each one, admits it, swaps it in, re-queues
+//! the parents it concerns, and reports on the ReconcilePolicy.
 //!
 //! ConfigMaps are watched as metadata only (cheap, and no policy bytes are held in a
 //! cache); the module is fetched when one that a ReconcilePolicy names changes.
@@ -8,25 +9,25 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::channel::mpsc::UnboundedSender;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
-use super::requeue_matching;
+use super::{admit, decides};
 use crate::conditions;
-use crate::crd::{PodSet, ReconcilePolicy, ReconcilePolicyStatus};
+use crate::context::Context;
+use crate::crd::{ReconcilePolicy, ReconcilePolicyStatus};
 use crate::kubernetes::cache::reflected;
-use crate::policy::Digest;
-use crate::reconcile::Context;
-use crate::registry::{PolicyKey, references};
+use crate::kubernetes::events::{Origin, event};
+use crate::registry::{Admitted, PolicyRef};
+use crate::sandbox::Digest;
 
 /// Why a ReconcilePolicy's reconcile failed (only API errors: a bad module is a
 /// reported outcome, not a failure to retry).
@@ -36,41 +37,71 @@ pub enum Error {
     Kube(#[from] kube::Error),
 }
 
-/// The operator's shared context (client, engine, policies, metrics, recorder,
-/// PodSet cache) and the channel that re-queues the PodSets a swap concerns.
-pub struct PolicyController {
-    pub ctx: Arc<Context>,
-    pub requeue: UnboundedSender<ObjectRef<PodSet>>,
-}
-
-fn key_of(rp: &ReconcilePolicy) -> PolicyKey {
-    (rp.namespace().unwrap_or_default(), rp.name_any())
+fn key_of(rp: &ReconcilePolicy) -> PolicyRef {
+    ObjectRef::from_obj(rp)
 }
 
 /// The ReconcilePolicy watch, reflected into `writer`. Seeing one declares it (its
-/// PodSets wait for the module instead of failing); a deletion withdraws it at once.
+/// parents wait for the module instead of failing); a deletion withdraws it at once,
+/// and a relist withdraws those deleted while the watch was down.
 pub fn events(
+    ctx: Arc<Context>,
     api: Api<ReconcilePolicy>,
     writer: reflector::store::Writer<ReconcilePolicy>,
-    ctl: Arc<PolicyController>,
 ) -> impl futures::Stream<Item = Result<ReconcilePolicy, watcher::Error>> + Send {
-    reflected(api, watcher::Config::default(), writer, ctl.ctx.policy_cache.clone())
+    let store = writer.as_reader();
+    reflected(api, watcher::Config::default(), writer, ctx.policy_cache.clone())
         .inspect_ok(move |ev| match ev {
-            watcher::Event::Apply(rp) | watcher::Event::InitApply(rp) => ctl.ctx.policies.declare(&key_of(rp)),
-            watcher::Event::Delete(rp) => {
-                let key = key_of(rp);
-                ctl.ctx.policies.remove(&key);
-                let n = requeue_matching(&ctl.ctx, &ctl.requeue, |ps| references(ps, &key));
-                info!(policy = %format!("{}/{}", key.0, key.1), podsets = n, "ReconcilePolicy deleted");
+            watcher::Event::Apply(rp) | watcher::Event::InitApply(rp) => declare(&ctx, rp),
+            watcher::Event::Delete(rp) => withdraw(&ctx, &key_of(rp)),
+            watcher::Event::InitDone => {
+                let present: std::collections::HashSet<PolicyRef> = store.state().iter().map(|rp| key_of(rp)).collect();
+                let gone: Vec<PolicyRef> =
+                    ctx.registry.named_keys().into_iter().filter(|k| !present.contains(k)).collect();
+                for key in gone {
+                    withdraw(&ctx, &key);
+                }
             }
             _ => {}
         })
         .applied_objects()
 }
 
+/// Declares `rp`, so the parents naming it wait for its module. An invalid selector
+/// is reported by its reconcile; until then it is declared without one.
+fn declare(ctx: &Context, rp: &ReconcilePolicy) {
+    if ctx.registry.declare(&key_of(rp), rp.spec.selector.as_ref()).is_err() {
+        let _ = ctx.registry.declare(&key_of(rp), None);
+    }
+}
+
+/// Stops serving the ReconcilePolicy `key`; its parents fall back to other policies
+/// (or report that none can decide) at once.
+fn withdraw(ctx: &Arc<Context>, key: &PolicyRef) {
+    let served = ctx.registry.serving(key);
+    let concerned: Option<(kube::core::GroupVersionKind, Vec<Arc<kube::api::DynamicObject>>)> = served.map(|a| {
+        let kind = a.parent_kind();
+        let parents = ctx.kinds.get(&kind).map(|k| k.parents.state()).unwrap_or_default();
+        let concerned = parents.into_iter().filter(|p| ctx.registry.concerns(key, p)).collect();
+        (kind, concerned)
+    });
+    ctx.registry.remove(key);
+    let ctx = ctx.clone();
+    let key = key.clone();
+    tokio::spawn(async move {
+        ctx.kinds.sync(&ctx).await;
+        if let Some((kind, parents)) = concerned {
+            if let Some(k) = ctx.kinds.get(&kind) {
+                parents.iter().for_each(|p| k.requeue(p));
+            }
+            info!(policy = %key, requeued = parents.len(), "ReconcilePolicy withdrawn");
+        }
+    });
+}
+
 /// Runs the ReconcilePolicy controller until `shutdown`.
 pub async fn run(
-    ctl: Arc<PolicyController>,
+    ctx: Arc<Context>,
     stream: impl futures::Stream<Item = Result<ReconcilePolicy, watcher::Error>> + Send + 'static,
     store: Store<ReconcilePolicy>,
     configmaps: Api<PartialObjectMeta<ConfigMap>>,
@@ -90,7 +121,7 @@ pub async fn run(
                 .collect::<Vec<_>>()
         })
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctl)
+        .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!("ReconcilePolicy controller: {e}");
@@ -99,38 +130,46 @@ pub async fn run(
         .await;
 }
 
-async fn reconcile(rp: Arc<ReconcilePolicy>, ctl: Arc<PolicyController>) -> Result<Action, Error> {
+async fn reconcile(rp: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = key_of(&rp);
     let started = Instant::now();
-    let outcome = load(&rp, &ctl).await?;
-    let serving = ctl.ctx.policies.serving(&key);
+    let outcome = load(&rp, &ctx).await?;
+    let serving = ctx.registry.serving(&key);
     let generation = rp.metadata.generation;
     let current = rp.status.clone().unwrap_or_default();
     let mut next = ReconcilePolicyStatus { observed_generation: generation, ..current.clone() };
-    next.loaded_digest = serving.as_ref().map(|p| p.digest().to_string());
+    next.loaded_digest = serving.as_ref().map(|a| a.policy.digest().to_string());
+    next.kind = serving.as_ref().map(|a| crate::contract::declarations::kind_name(&a.parent_kind()));
+    let mut retry = None;
     match &outcome {
-        Outcome::Loaded { swapped } => {
-            let policy = serving.as_ref().map(|p| p.label().to_string()).unwrap_or_default();
+        Outcome::Loaded { swapped: admitted } => {
+            let policy = serving.as_ref().map(|a| a.policy.label().to_string()).unwrap_or_default();
             let ready = conditions::new("Ready", "True", "Loaded", &format!("serving {policy}"), generation);
             conditions::set(&mut next.conditions, &current.conditions, ready);
             next.conditions.retain(|c| c.type_ != "Failed");
-            if *swapped {
-                ctl.ctx.metrics.policy_loaded("configmap", true);
-                let n = requeue_matching(&ctl.ctx, &ctl.requeue, |ps| references(ps, &key));
-                info!(policy = %policy, rp = %format!("{}/{}", key.0, key.1), podsets = n, took = ?started.elapsed(), "ReconcilePolicy module swapped in");
+            if let Some(admitted) = admitted {
+                ctx.metrics.policy_loaded("configmap", true);
+                let n = super::swapped(&ctx, &admitted.parent_kind(), |p| {
+                    decides(&ctx, admitted, p) || ctx.registry.concerns(&key, p)
+                })
+                .await;
+                info!(policy = %policy, rp = %key, requeued = n, took = ?started.elapsed(), "ReconcilePolicy module swapped in");
                 publish(
-                    &ctl,
+                    &ctx,
                     &rp,
                     EventType::Normal,
                     "PolicyLoaded",
-                    format!("Serving {policy}; {n} PodSets re-queued"),
+                    format!("Serving {policy}; {n} objects re-queued"),
                 )
                 .await;
             }
         }
-        Outcome::Refused { reason, message } => {
-            ctl.ctx.metrics.policy_loaded("configmap", false);
-            ctl.ctx.policies.refuse(&key, format!("{reason}: {message}"));
+        Outcome::Refused { reason, message, retryable } => {
+            if *retryable {
+                retry = Some(RETRY);
+            }
+            ctx.metrics.policy_loaded("configmap", false);
+            ctx.registry.refuse(&key, format!("{reason}: {message}"));
             let failed = conditions::new("Failed", "True", reason, message, generation);
             conditions::set(&mut next.conditions, &current.conditions, failed);
             let ready = match &serving {
@@ -138,54 +177,74 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctl: Arc<PolicyController>) -> Resu
                     "Ready",
                     "True",
                     "LastGoodServing",
-                    &format!("still serving {}", p.label()),
+                    &format!("still serving {}", p.policy.label()),
                     generation,
                 ),
                 None => conditions::new("Ready", "False", reason, "no module has loaded", generation),
             };
             conditions::set(&mut next.conditions, &current.conditions, ready);
-            warn!(rp = %format!("{}/{}", key.0, key.1), reason, still_serving = serving.as_ref().map(|p| p.label()).unwrap_or("nothing"), "ReconcilePolicy module refused: {message}");
+            warn!(rp = %key, reason, still_serving = serving.as_ref().map(|a| a.policy.label()).unwrap_or("nothing"), "ReconcilePolicy module refused: {message}");
             if next.conditions != current.conditions {
-                publish(&ctl, &rp, EventType::Warning, "PolicyRejected", format!("{reason}: {message}")).await;
+                publish(&ctx, &rp, EventType::Warning, "PolicyRejected", format!("{reason}: {message}")).await;
             }
             if serving.is_none() {
-                // Its PodSets must learn there is nothing to decide for them.
-                requeue_matching(&ctl.ctx, &ctl.requeue, |ps| references(ps, &key));
+                // Its parents must learn there is nothing to decide for them.
+                for kind in ctx.registry.all().iter().map(|a| a.parent_kind()).collect::<std::collections::HashSet<_>>()
+                {
+                    ctx.kinds.requeue(&kind, |p| ctx.registry.concerns(&key, p));
+                }
             }
         }
     }
     if next != current {
-        let api: Api<ReconcilePolicy> = Api::namespaced(ctl.ctx.client.clone(), &key.0);
+        let api: Api<ReconcilePolicy> =
+            Api::namespaced(ctx.client.clone(), key.namespace.as_deref().unwrap_or_default());
         let patch = serde_json::json!({ "status": {
             "loadedDigest": next.loaded_digest,
+            "kind": next.kind,
             "observedGeneration": next.observed_generation,
             "conditions": next.conditions,
         }});
-        api.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     }
-    // A ConfigMap change or a spec change brings us back; nothing to poll.
-    Ok(Action::await_change())
+    // A ConfigMap change or a spec change brings us back; only a CRD yet to be
+    // installed or an API error is worth polling for.
+    Ok(retry.map_or_else(Action::await_change, Action::requeue))
 }
 
-fn error_policy(rp: Arc<ReconcilePolicy>, error: &Error, _ctl: Arc<PolicyController>) -> Action {
+/// How often a ReconcilePolicy whose kinds are not served yet is tried again.
+const RETRY: Duration = Duration::from_secs(10);
+
+fn error_policy(rp: Arc<ReconcilePolicy>, error: &Error, _ctx: Arc<Context>) -> Action {
     warn!(rp = %rp.name_any(), "ReconcilePolicy reconcile failed: {error}");
     Action::requeue(Duration::from_secs(5))
 }
 
 enum Outcome {
-    Loaded { swapped: bool },
-    Refused { reason: String, message: String },
+    /// Serving the module the spec pins; what was swapped in, if anything was.
+    Loaded {
+        swapped: Option<Arc<Admitted>>,
+    },
+    Refused {
+        reason: String,
+        message: String,
+        retryable: bool,
+    },
 }
 
-/// Fetches, verifies and loads the module `rp` points at.
-async fn load(rp: &ReconcilePolicy, ctl: &PolicyController) -> Result<Outcome, Error> {
+/// Fetches, verifies, loads and admits the module `rp` points at.
+async fn load(rp: &ReconcilePolicy, ctx: &Context) -> Result<Outcome, Error> {
     let key = key_of(rp);
-    let refuse = |reason: &str, message: String| Ok(Outcome::Refused { reason: reason.into(), message });
+    let refuse =
+        |reason: &str, message: String| Ok(Outcome::Refused { reason: reason.into(), message, retryable: false });
+    if let Err(e) = ctx.registry.declare(&key, rp.spec.selector.as_ref()) {
+        return refuse("InvalidSelector", e);
+    }
     let Some(pin) = Digest::parse(&rp.spec.sha256) else {
         return refuse("InvalidDigest", format!("spec.sha256 {:?} is not sha256:<64 hex>", rp.spec.sha256));
     };
     let r = &rp.spec.config_map_ref;
-    let cms: Api<ConfigMap> = Api::namespaced(ctl.ctx.client.clone(), &key.0);
+    let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), key.namespace.as_deref().unwrap_or_default());
     let Some(cm) = cms.get_opt(&r.name).await? else {
         return refuse("ConfigMapNotFound", format!("ConfigMap {:?} not found", r.name));
     };
@@ -204,21 +263,27 @@ async fn load(rp: &ReconcilePolicy, ctl: &PolicyController) -> Result<Outcome, E
             format!("ConfigMap {:?} key {:?} holds {digest}, but spec.sha256 pins {pin}", r.name, r.key),
         );
     }
-    if ctl.ctx.policies.serving(&key).is_some_and(|p| *p.digest() == digest) {
-        return Ok(Outcome::Loaded { swapped: false });
+    if ctx.registry.serving(&key).is_some_and(|a| *a.policy.digest() == digest) {
+        return Ok(Outcome::Loaded { swapped: None });
     }
-    match ctl.ctx.engine.load_async(bytes).await {
-        Ok(policy) => {
-            ctl.ctx.policies.serve(&key, policy);
-            Ok(Outcome::Loaded { swapped: true })
+    let policy = match ctx.engine.load_async(bytes).await {
+        Ok(policy) => policy,
+        Err(e) => return refuse(e.reason(), e.to_string()),
+    };
+    match admit(ctx, policy).await {
+        Ok(admitted) => {
+            let admitted = Arc::new(admitted);
+            ctx.registry.serve(&key, admitted.clone());
+            Ok(Outcome::Loaded { swapped: Some(admitted) })
         }
-        Err(e) => refuse(e.reason(), e.to_string()),
+        Err(e) => {
+            ctx.metrics.policy_refused(e.reason());
+            Ok(Outcome::Refused { reason: e.reason().into(), message: e.to_string(), retryable: e.is_retryable() })
+        }
     }
 }
 
-async fn publish(ctl: &PolicyController, rp: &ReconcilePolicy, type_: EventType, reason: &str, note: String) {
-    let ev = Event { type_, reason: reason.into(), note: Some(note), action: "Load".into(), secondary: None };
-    if let Err(e) = ctl.ctx.recorder.publish(&ev, &rp.object_ref(&())).await {
-        warn!(rp = %rp.name_any(), "cannot publish event {reason}: {e}");
-    }
+async fn publish(ctx: &Context, rp: &ReconcilePolicy, type_: EventType, reason: &str, note: String) {
+    let ev = event(type_, reason, "Load", note, None);
+    ctx.events.publish(&rp.object_ref(&()), ev, Origin::Host).await;
 }

@@ -1,38 +1,118 @@
-//! The default policy from a file, reloaded when it changes: in-place writes, atomic
-//! renames (`mv new.wasm podset.wasm`), and ConfigMap volume updates, where the kubelet
-//! swaps a `..data` symlink and the file's own name never sees an event.
+//! Default policies from files, one per parent kind, reloaded when they change:
+//! in-place writes, atomic renames (`mv new.wasm podset.wasm`), and ConfigMap volume
+//! updates, where the kubelet swaps a `..data` symlink and the file's own name never
+//! sees an event.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::channel::mpsc::UnboundedSender;
-use kube::runtime::reflector::ObjectRef;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use super::requeue_matching;
-use crate::crd::PodSet;
-use crate::policy::Digest;
-use crate::reconcile::Context;
+use super::{admit, decides, swapped};
+use crate::context::Context;
+use crate::contract::declarations::kind_name;
+use crate::registry::Admitted;
+use crate::sandbox::Digest;
 
 /// Quiet time after the last change before reloading: a build writes the file in
 /// several steps, and loading a half-written module would only produce an error.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
 
-pub async fn watch(
-    path: PathBuf,
-    ctx: Arc<Context>,
-    requeue: UnboundedSender<ObjectRef<PodSet>>,
-    stop: CancellationToken,
-) {
+/// How often a policy whose kinds are not served yet (a CRD not installed) or whose
+/// admission hit an API error is tried again.
+pub const RETRY: Duration = Duration::from_secs(5);
+
+/// Why a file's policy is not serving.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("reading {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("loading {path}: {source}")]
+    Load { path: PathBuf, source: crate::sandbox::Error },
+    #[error("admitting {path}: {source}")]
+    Access { path: PathBuf, source: crate::kubernetes::access::AccessError },
+    #[error("{path} serves {kind}, which {other} already serves: one default policy per kind")]
+    Duplicate { path: PathBuf, kind: String, other: PathBuf },
+}
+
+impl FileError {
+    /// Worth trying again without the file changing.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, FileError::Access { source, .. } if source.is_retryable())
+    }
+}
+
+/// Loads `path` and serves it unless it is what already serves. Returns what it
+/// swapped in; the controllers catch up with [`swapped`].
+pub async fn load(ctx: &Arc<Context>, path: &Path) -> Result<Option<Arc<Admitted>>, FileError> {
+    let started = Instant::now();
+    let bytes = tokio::fs::read(path).await.map_err(|source| FileError::Read { path: path.into(), source })?;
+    let current = ctx.registry.file_policy(path);
+    if current.as_ref().is_some_and(|a| *a.policy.digest() == Digest::of(&bytes)) {
+        return Ok(None);
+    }
+    let policy = ctx.engine.load_async(bytes).await.map_err(|source| FileError::Load { path: path.into(), source })?;
+    let admitted =
+        Arc::new(admit(ctx, policy).await.map_err(|source| FileError::Access { path: path.into(), source })?);
+    let kind = admitted.parent_kind();
+    if let Some(other) = ctx.registry.file_serving(&kind, path) {
+        return Err(FileError::Duplicate { path: path.into(), kind: kind_name(&kind), other });
+    }
+    let old = ctx.registry.serve_file(path, admitted.clone());
+    ctx.metrics.policy_loaded("file", true);
+    info!(
+        policy = %admitted.policy.label(),
+        kind = %kind_name(&kind),
+        replaced = old.as_ref().map(|a| a.policy.label()).unwrap_or("none"),
+        took = ?started.elapsed(),
+        file = %path.display(),
+        "policy serving"
+    );
+    Ok(Some(admitted))
+}
+
+/// Reloads `path` and lets the controllers catch up, or reports a refusal; the last
+/// good policy keeps serving.
+async fn reload(ctx: &Arc<Context>, path: &Path) -> Result<(), FileError> {
+    match load(ctx, path).await {
+        Ok(Some(admitted)) => {
+            let started = Instant::now();
+            let n = swapped(ctx, &admitted.parent_kind(), |p| decides(ctx, &admitted, p)).await;
+            info!(policy = %admitted.policy.label(), requeued = n, took = ?started.elapsed(), "policy swapped in");
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Err(e) => {
+            ctx.metrics.policy_loaded("file", false);
+            ctx.registry.refuse_file(path, e.to_string());
+            let serving = ctx.registry.file_policy(path);
+            let still = serving.as_ref().map(|a| a.policy.label()).unwrap_or("nothing");
+            if e.is_retryable() {
+                warn!(file = %path.display(), still_serving = still, "policy not admitted yet: {e}; retrying every {RETRY:?}");
+            } else {
+                error!(file = %path.display(), still_serving = still, "policy update rejected: {e}");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Watches `paths` until `stop`, reloading each after changes, and retrying those
+/// whose admission can still succeed.
+pub async fn watch(ctx: Arc<Context>, paths: Vec<PathBuf>, pending: BTreeSet<PathBuf>, stop: CancellationToken) {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    // Watch the directory, not the file: an atomic rename replaces the file's inode,
-    // and a ConfigMap volume changes only its `..data` symlink. Any change in the
-    // directory triggers a read; an unchanged digest makes it a no-op.
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    // Watch the directories, not the files: an atomic rename replaces the file's
+    // inode, and a ConfigMap volume changes only its `..data` symlink. Any change in a
+    // directory rereads its policy files; an unchanged digest makes that a no-op.
+    let dirs: BTreeSet<PathBuf> = paths
+        .iter()
+        .map(|p| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf())
+        .collect();
     let mut watcher = match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if res.is_ok_and(|ev| !ev.kind.is_access()) {
             let _ = tx.send(());
@@ -40,67 +120,46 @@ pub async fn watch(
     }) {
         Ok(w) => w,
         Err(e) => {
-            error!("cannot watch policy file {}: {e}; hot reload is off", path.display());
+            error!("cannot watch the policy files: {e}; hot reload is off");
             return;
         }
     };
-    if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
-        error!("cannot watch {}: {e}; hot reload is off", dir.display());
-        return;
+    for dir in &dirs {
+        if let Err(e) = watcher.watch(dir, RecursiveMode::NonRecursive) {
+            error!("cannot watch {}: {e}; hot reload is off for its policies", dir.display());
+        }
     }
-    info!(file = %path.display(), "watching the default policy for changes");
+    info!(files = ?paths, "watching the policy files for changes");
+    let mut retry: BTreeSet<PathBuf> = pending;
     loop {
+        let tick = tokio::time::sleep(RETRY);
         tokio::select! {
             _ = stop.cancelled() => return,
-            got = rx.recv() => if got.is_none() { return },
-        }
-        // Debounce: wait until the file has been quiet for DEBOUNCE.
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(DEBOUNCE) => break,
-                got = rx.recv() => if got.is_none() { return },
+            got = rx.recv() => {
+                if got.is_none() { return }
+                // Debounce: wait until the files have been quiet for DEBOUNCE.
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(DEBOUNCE) => break,
+                        got = rx.recv() => if got.is_none() { return },
+                    }
+                }
+                retry.clear();
+                for p in &paths {
+                    if let Err(e) = reload(&ctx, p).await && e.is_retryable() {
+                        retry.insert(p.clone());
+                    }
+                }
             }
-        }
-        reload(&path, &ctx, &requeue).await;
-    }
-}
-
-async fn reload(path: &Path, ctx: &Context, requeue: &UnboundedSender<ObjectRef<PodSet>>) {
-    let started = Instant::now();
-    let bytes = match tokio::fs::read(path).await {
-        Ok(b) => b,
-        // Mid-rename or deleted: the next event brings it back; keep serving.
-        Err(e) => {
-            warn!(file = %path.display(), "policy file unreadable ({e}); still serving the loaded policy");
-            return;
-        }
-    };
-    let Context { engine, policies, metrics, .. } = ctx;
-    let current = policies.default_policy();
-    if current.as_ref().is_some_and(|p| *p.digest() == Digest::of(&bytes)) {
-        return;
-    }
-    match engine.load_async(bytes).await {
-        Ok(policy) => {
-            metrics.policy_loaded("file", true);
-            let old = policies.set_default(policy.clone());
-            let n = requeue_matching(ctx, requeue, |ps| ps.spec.policy_ref.is_none());
-            info!(
-                policy = %policy.label(),
-                replaced = old.as_ref().map(|p| p.label()).unwrap_or("none"),
-                podsets = n,
-                took = ?started.elapsed(),
-                "default policy swapped"
-            );
-        }
-        Err(e) => {
-            metrics.policy_loaded("file", false);
-            error!(
-                file = %path.display(),
-                still_serving = current.as_ref().map(|p| p.label()).unwrap_or("none"),
-                reason = e.reason(),
-                "policy update rejected: {e}"
-            );
+            _ = tick, if !retry.is_empty() => {
+                let again: Vec<PathBuf> = retry.iter().cloned().collect();
+                for p in again {
+                    match reload(&ctx, &p).await {
+                        Err(e) if e.is_retryable() => {}
+                        _ => { retry.remove(&p); }
+                    }
+                }
+            }
         }
     }
 }

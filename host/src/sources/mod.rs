@@ -1,26 +1,37 @@
-//! Where policy modules come from, and how a new one replaces the old.
+//! Where policy modules come from, and how a new one replaces the old: files
+//! ([`file`]) and ReconcilePolicy objects ([`cluster`]). Both admit a module the same
+//! way ([`admit`]) and then let the controllers catch up ([`swapped`]).
 
 pub mod cluster;
 pub mod file;
 
-use futures::channel::mpsc::UnboundedSender;
-use kube::runtime::reflector::ObjectRef;
+use std::sync::Arc;
 
-use crate::crd::PodSet;
-use crate::reconcile::Context;
+use crate::context::Context;
+use crate::kubernetes::access::{self, AccessError};
+use crate::registry::{Admitted, Selection};
+use crate::sandbox::Policy;
 
-/// Re-queues every PodSet `uses` selects, so the new policy re-decides them now
-/// rather than at their next event. Returns how many.
-pub fn requeue_matching(
-    ctx: &Context,
-    requeue: &UnboundedSender<ObjectRef<PodSet>>,
-    uses: impl Fn(&PodSet) -> bool,
+/// Resolves what `policy` declares against the API server and checks the operator may
+/// act on it: only then may it decide anything.
+pub async fn admit(ctx: &Context, policy: Arc<Policy>) -> Result<Admitted, AccessError> {
+    let resolved = access::resolve(&ctx.client, ctx.namespace.as_deref(), policy.declarations()).await?;
+    Ok(Admitted { policy, resolved })
+}
+
+/// After the registry changed: the controllers match what is served now, and every
+/// parent of `kind` that `concerned` selects is decided again at once (not at its next
+/// event). Returns how many were re-queued.
+pub async fn swapped(
+    ctx: &Arc<Context>,
+    kind: &kube::core::GroupVersionKind,
+    concerned: impl Fn(&kube::api::DynamicObject) -> bool,
 ) -> usize {
-    let mut n = 0;
-    for ps in ctx.podsets.state() {
-        if uses(&ps) && requeue.unbounded_send(ObjectRef::from_obj(ps.as_ref())).is_ok() {
-            n += 1;
-        }
-    }
-    n
+    ctx.kinds.sync(ctx).await;
+    ctx.kinds.requeue(kind, concerned)
+}
+
+/// Whether `admitted` is the policy that decides `parent` now.
+pub fn decides(ctx: &Context, admitted: &Arc<Admitted>, parent: &kube::api::DynamicObject) -> bool {
+    matches!(ctx.registry.select(parent, &admitted.parent_kind()), Selection::Ready(a) if Arc::ptr_eq(&a, admitted))
 }

@@ -291,8 +291,9 @@ impl Env {
         let what = format!("{name} to converge on {n} ready pods{by} (operator log: {})", self.op.log.display());
         eventually(&what, CONVERGE, || async {
             let names = active_pods(&self.pods, name).await;
-            let st = self.podsets.get(name).await.ok()?.status?;
-            let decided = digest.is_none_or(|d| st.policy_digest.as_deref() == Some(d));
+            let ps = self.podsets.get(name).await.ok()?;
+            let st = ps.status.clone()?;
+            let decided = digest.is_none_or(|d| decided_by(&ps, d));
             (names.len() == n && st.pod_names == names && st.available_replicas == n as i32 && decided).then_some(names)
         })
         .await
@@ -310,8 +311,19 @@ impl Env {
 /// `Some` once `count` PodSets have `ready` available pods and were decided by `digest`.
 pub async fn all_decided_by(podsets: &Api<PodSet>, count: usize, digest: &str, ready: i32) -> Option<()> {
     let all = podsets.list(&ListParams::default()).await.ok()?;
-    let done = all.items.iter().filter(|p| {
-        p.status.as_ref().is_some_and(|s| s.available_replicas == ready && s.policy_digest.as_deref() == Some(digest))
-    });
+    let done = all
+        .items
+        .iter()
+        .filter(|p| p.status.as_ref().is_some_and(|s| s.available_replicas == ready) && decided_by(*p, digest));
     (done.count() == count).then_some(())
+}
+
+/// Whether `digest` decided `obj` last (the host's annotation says so).
+pub fn decided_by<K: kube::Resource + ?Sized>(obj: &K, digest: &str) -> bool {
+    obj.meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(podset_host::reconcile::execute::DIGEST_ANNOTATION))
+        .map(String::as_str)
+        == Some(digest)
 }

@@ -4,13 +4,15 @@ use std::sync::Arc;
 
 use wasmtime::component::Component;
 
-use super::bindings::{PodsetPolicyPre, contract_version, interface_name};
+use super::World;
 use super::error::chain;
 use super::{Digest, Error, Policy, PolicyEngine, Result};
+use crate::contract::bindings::{PodsetPolicyPre, ReconcilePolicyPre, contract_version, interface_name};
+use crate::contract::declarations;
 
-/// Bytes → must be a component → imports within the allowlist → exports this
-/// contract's `policy` interface → links → `info()` runs in the sandbox and reports a
-/// compatible contract version.
+/// Bytes → must be a component → imports within the allowlist → exports `identity`
+/// and one world's interface of this contract → links → `info()` runs in the sandbox,
+/// reports a compatible contract version and declarations that fit its world.
 pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Result<Policy> {
     let limits = &engine.limits;
     if bytes.len() > limits.module_bytes {
@@ -29,17 +31,28 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
     if !forbidden.is_empty() {
         return Err(Error::ForbiddenImports { imports: forbidden, allowed });
     }
-    let wanted = interface_name("policy");
     let exports: Vec<String> = ty.exports(&engine.engine).map(|(name, _)| name.to_string()).collect();
-    if !exports.contains(&wanted) {
-        return Err(Error::Incompatible(format!(
-            "it exports {exports:?}, but this host calls `{wanted}`; rebuild the policy against wit/ of contract {}",
+    let exported = |i: &str| exports.contains(&interface_name(i));
+    let wrong_exports = || {
+        Error::Incompatible(format!(
+            "it exports {exports:?}, but this host calls `{}` and either `{}` or `{}`; rebuild the policy against \
+             wit/ of contract {}",
+            interface_name("identity"),
+            interface_name("podset"),
+            interface_name("reconciler"),
             contract_version()
-        )));
+        ))
+    };
+    if !exported("identity") {
+        return Err(wrong_exports());
     }
 
     let pre = engine.linker.instantiate_pre(&component).map_err(|e| Error::Incompatible(chain(&e)))?;
-    let pre = PodsetPolicyPre::new(pre).map_err(|e| Error::Incompatible(chain(&e)))?;
+    let pre = match (exported("podset"), exported("reconciler")) {
+        (true, false) => World::PodSet(PodsetPolicyPre::new(pre).map_err(|e| Error::Incompatible(chain(&e)))?),
+        (false, true) => World::Reconcile(ReconcilePolicyPre::new(pre).map_err(|e| Error::Incompatible(chain(&e)))?),
+        _ => return Err(wrong_exports()),
+    };
     let info = Policy::call_info(&pre, limits, &digest.to_string())?;
     if !compatible(contract_version(), &info.contract) {
         return Err(Error::Incompatible(format!(
@@ -50,6 +63,7 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
             contract_version()
         )));
     }
+    declarations::check(&info.declares, matches!(pre, World::PodSet(_)))?;
     let short = digest.to_string();
     let label: Arc<str> = format!("{}@{} ({})", info.name, info.version, &short[..19]).into();
     Ok(Policy { digest, info, imports, pre, limits: limits.clone(), label })
@@ -67,20 +81,15 @@ fn check_header(bytes: &[u8]) -> Result<()> {
     }
 }
 
-/// Semver compatibility: the same major version, and while it is 0 the same minor.
+/// Semver compatibility, as Cargo reads a caret requirement: a policy built for
+/// contract `p` loads on a host that speaks `h` when `h` matches `^p`'s major (and,
+/// while it is 0, minor) version.
 pub(super) fn compatible(host: &str, policy: &str) -> bool {
-    fn parse(v: &str) -> Option<(u64, u64)> {
-        let mut parts = v.trim().split('.');
-        let major = parts.next()?.parse().ok()?;
-        let minor = parts.next()?.parse().ok()?;
-        parts.next()?.split(['-', '+']).next()?.parse::<u64>().ok()?;
-        Some((major, minor))
-    }
-    match (parse(host), parse(policy)) {
-        (Some((0, h)), Some((0, p))) => h == p,
-        (Some((h, _)), Some((p, _))) => h == p,
-        _ => false,
-    }
+    let (Ok(host), Ok(policy)) = (semver::Version::parse(host.trim()), semver::Version::parse(policy.trim())) else {
+        return false;
+    };
+    let same_line = semver::VersionReq::parse(&format!("^{}.{}", policy.major, policy.minor));
+    same_line.is_ok_and(|req| req.matches(&semver::Version::new(host.major, host.minor, 0)))
 }
 
 #[cfg(test)]

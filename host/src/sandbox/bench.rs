@@ -4,8 +4,8 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use super::bindings::{InFlight, Input, Pod, PodPhase, Podset, PodsetStatus};
-use super::{Policy, Result};
+use super::{Actions, Input, Policy, Result};
+use crate::contract::bindings::podset::{Action, InFlight, Input as PodsetInput, Pod, PodPhase, Podset, PodsetStatus};
 
 /// One row of the table.
 pub struct Row {
@@ -20,7 +20,7 @@ pub struct Row {
 
 /// The inputs benchmarked: a converged PodSet (the common reconcile: nothing to do)
 /// and a 10 % scale-down (ranking the pods).
-pub fn inputs(pods: usize) -> Vec<(&'static str, Input)> {
+pub fn inputs(pods: usize) -> Vec<(&'static str, PodsetInput)> {
     let pod_list: Vec<Pod> = (0..pods)
         .map(|i| Pod {
             name: format!("bench-{i:05}"),
@@ -48,7 +48,7 @@ pub fn inputs(pods: usize) -> Vec<(&'static str, Input)> {
             conditions: Vec::new(),
         },
     };
-    let mk = |replicas| Input {
+    let mk = |replicas| PodsetInput {
         podset: podset(replicas),
         pods: pod_list.clone(),
         in_flight: InFlight { creations: 0, deletions: Vec::new() },
@@ -57,18 +57,20 @@ pub fn inputs(pods: usize) -> Vec<(&'static str, Input)> {
     vec![("converged", mk(pods)), ("scale-down 10%", mk(pods - pods / 10))]
 }
 
-/// Benchmarks each size for about `budget` per workload (at least 20 samples).
+/// Benchmarks each size for about `budget` per workload (at least 20 samples). The
+/// inputs are PodSets: `policy` must be a PodSet policy.
 pub fn run(policy: &Policy, sizes: &[usize], budget: Duration) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for &pods in sizes {
-        for (workload, mut input) in inputs(pods) {
+        for (workload, mut podset) in inputs(pods) {
             // The converged case needs the status the policy itself would write.
-            if workload == "converged" {
-                let first = policy.decide(&input)?;
-                if let Some(super::Action::UpdateStatus(s)) = first.actions.into_iter().last() {
-                    input.podset.status = s;
-                }
+            if workload == "converged"
+                && let Actions::PodSet(actions) = policy.decide(&Input::PodSet(podset.clone()))?.actions
+                && let Some(Action::UpdateStatus(s)) = actions.into_iter().last()
+            {
+                podset.podset.status = s;
             }
+            let input = Input::PodSet(podset);
             let warmup = policy.decide(&input)?;
             let mut samples = Vec::new();
             let started = Instant::now();

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use wasmtime::{Engine, ResourceLimiter};
 
-use super::bindings::{Level, podset};
+use crate::contract::bindings::Level;
+use crate::contract::bindings::podset_world::podset::policy as wit;
 
 /// How often the engine's epoch advances. Deadlines are whole ticks, so this is their
 /// resolution; 1 ms keeps a 100 ms deadline within ~1 % at negligible cost (one atomic
@@ -69,7 +70,7 @@ struct CallLog {
     last_error: Option<String>,
 }
 
-impl podset::policy::log::Host for Sandbox {
+impl wit::log::Host for Sandbox {
     fn log(&mut self, level: Level, message: String) {
         let log = &mut self.log;
         log.lines += 1;
@@ -147,4 +148,4 @@ pub(crate) fn deadline_ticks(deadline: Duration) -> u64 {
 }
 
 /// The `types` interface has no functions; the trait is only a marker.
-impl podset::policy::types::Host for Sandbox {}
+impl wit::types::Host for Sandbox {}

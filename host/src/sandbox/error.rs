@@ -27,6 +27,9 @@ pub enum Error {
     #[error("incompatible policy: {0}")]
     Incompatible(String),
 
+    #[error("the policy's declarations are not valid: {0}")]
+    InvalidDeclarations(String),
+
     #[error("policy trapped: {0}")]
     Trap(String),
 
@@ -56,6 +59,7 @@ impl Error {
             Error::Invalid(_) => "InvalidComponent",
             Error::ForbiddenImports { .. } => "ForbiddenImports",
             Error::Incompatible(_) => "IncompatibleContract",
+            Error::InvalidDeclarations(_) => "InvalidDeclarations",
             Error::Trap(_) => "PolicyTrapped",
             Error::DeadlineExceeded(_) => "DeadlineExceeded",
             Error::OutOfMemory { .. } => "OutOfMemory",
@@ -75,6 +79,7 @@ impl Error {
                 | Error::Invalid(_)
                 | Error::ForbiddenImports { .. }
                 | Error::Incompatible(_)
+                | Error::InvalidDeclarations(_)
         )
     }
 }

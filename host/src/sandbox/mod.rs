@@ -1,5 +1,5 @@
-//! The policy engine: loads reconcile policies (Wasm components implementing
-//! `wit/policy.wit`) and runs each decision in a fresh, bounded sandbox.
+//! The sandbox: loads reconcile policies (Wasm components implementing one of the
+//! worlds of `wit/policy.wit`) and runs each decision in a fresh, bounded instance.
 //!
 //! Pipeline, as in wasmtime's examples: one [`Engine`] (epoch interruption on) →
 //! [`load`] checks and compiles a module once per sha256 digest → an `InstancePre`
@@ -8,13 +8,12 @@
 //! [`Limits`]. Nothing survives between calls.
 
 pub mod bench;
-mod bindings;
 pub mod componentize;
 mod digest;
 mod error;
+mod instance;
 mod load;
 mod output;
-mod sandbox;
 pub mod scenario;
 
 use std::collections::HashMap;
@@ -25,15 +24,13 @@ use tokio::sync::Semaphore;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
-pub use bindings::{
-    Action, Condition, ConditionStatus, CreatePod, GuestError, InFlight, Input, KeyValue, Pod, PodName, PodPhase,
-    Podset, PodsetStatus, PolicyInfo, contract_version,
-};
 pub use digest::Digest;
 pub use error::Error;
 
-use bindings::{PodsetPolicy, PodsetPolicyPre};
-use sandbox::{EpochTicker, Sandbox};
+use crate::contract::bindings::{
+    Declarations, PodsetPolicy, PodsetPolicyPre, PolicyInfo, ReconcilePolicyPre, podset, reconciler,
+};
+use instance::{EpochTicker, Sandbox};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -59,8 +56,10 @@ pub struct Limits {
     pub module_bytes: usize,
     /// Most actions one decision may return.
     pub max_actions: usize,
-    /// Longest string anywhere in a decision's output.
+    /// Longest string anywhere in a decision's output, but JSON objects.
     pub max_string_bytes: usize,
+    /// Longest JSON object (a child or a status) in a decision's output.
+    pub max_object_bytes: usize,
     /// Policy calls running at once (each on a blocking thread).
     pub concurrency: usize,
 }
@@ -73,6 +72,7 @@ impl Default for Limits {
             module_bytes: 8 << 20,
             max_actions: 1_000,
             max_string_bytes: 16 << 10,
+            max_object_bytes: 256 << 10,
             concurrency: 4,
         }
     }
@@ -97,16 +97,49 @@ pub struct Policy {
     info: PolicyInfo,
     /// What the component imports (all within the allowlist, or it would not load).
     imports: Vec<String>,
-    pre: PodsetPolicyPre<Sandbox>,
+    pre: World,
     limits: Limits,
     /// `name@version (sha256:…)`, for logs.
     label: Arc<str>,
 }
 
+/// The world a component targets, ready to instantiate.
+enum World {
+    PodSet(PodsetPolicyPre<Sandbox>),
+    Reconcile(ReconcilePolicyPre<Sandbox>),
+}
+
+/// What a policy decides from, in its world's types.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
+pub enum Input {
+    PodSet(podset::Input),
+    Reconcile(reconciler::Input),
+}
+
+/// What a policy decided, in its world's types.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
+pub enum Actions {
+    PodSet(Vec<podset::Action>),
+    Reconcile(Vec<reconciler::Action>),
+}
+
+impl Actions {
+    pub fn len(&self) -> usize {
+        match self {
+            Actions::PodSet(a) => a.len(),
+            Actions::Reconcile(a) => a.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// One decision and what it cost.
 #[derive(Debug)]
 pub struct Decision {
-    pub actions: Vec<Action>,
+    pub actions: Actions,
     /// Instantiation plus the call.
     pub elapsed: Duration,
 }
@@ -132,7 +165,8 @@ impl PolicyEngine {
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(|e| Error::Engine(error::chain(&e)))?;
         let mut linker = Linker::new(&engine);
-        // The only capability a policy gets.
+        // The only capability a policy gets: `log`, which both worlds import under the
+        // same name, so one linker serves both.
         PodsetPolicy::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s)
             .map_err(|e| Error::Engine(error::chain(&e)))?;
         let ticker = EpochTicker::start(engine.clone()).map_err(|e| Error::Engine(format!("epoch thread: {e}")))?;
@@ -213,14 +247,35 @@ impl Policy {
         &self.imports
     }
 
+    /// What the policy reconciles, from its `info`.
+    pub fn declarations(&self) -> &Declarations {
+        &self.info.declares
+    }
+
+    /// Whether this is a PodSet fast-path policy (else the any-kind world).
+    pub fn is_podset_world(&self) -> bool {
+        matches!(self.pre, World::PodSet(_))
+    }
+
     /// One decision in a fresh instance. Blocking; bounded by the limits.
     pub fn decide(&self, input: &Input) -> Result<Decision> {
         let started = Instant::now();
-        let mut store = new_store(self.pre.engine(), &self.limits, self.label.clone());
-        let result = self
-            .pre
-            .instantiate(&mut store)
-            .and_then(|instance| instance.podset_policy_policy().call_decide(&mut store, input));
+        let engine = match &self.pre {
+            World::PodSet(pre) => pre.engine(),
+            World::Reconcile(pre) => pre.engine(),
+        };
+        let mut store = new_store(engine, &self.limits, self.label.clone());
+        let result = match (&self.pre, input) {
+            (World::PodSet(pre), Input::PodSet(input)) => pre
+                .instantiate(&mut store)
+                .and_then(|i| i.podset_policy_podset().call_decide(&mut store, input))
+                .map(|r| r.map(Actions::PodSet)),
+            (World::Reconcile(pre), Input::Reconcile(input)) => pre
+                .instantiate(&mut store)
+                .and_then(|i| i.podset_policy_reconciler().call_decide(&mut store, input))
+                .map(|r| r.map(Actions::Reconcile)),
+            _ => return Err(Error::Engine(format!("{} was called with the input of another world", self.label))),
+        };
         let elapsed = started.elapsed();
         let actions = match result {
             Ok(Ok(actions)) => actions,
@@ -234,11 +289,19 @@ impl Policy {
     }
 
     /// Calls the policy's `info` export in a fresh instance.
-    fn call_info(pre: &PodsetPolicyPre<Sandbox>, limits: &Limits, label: &str) -> Result<PolicyInfo> {
-        let mut store = new_store(pre.engine(), limits, label.into());
-        pre.instantiate(&mut store)
-            .and_then(|instance| instance.podset_policy_policy().call_info(&mut store))
-            .map_err(|e| classify(&e, &store, limits))
+    fn call_info(pre: &World, limits: &Limits, label: &str) -> Result<PolicyInfo> {
+        match pre {
+            World::PodSet(pre) => {
+                let mut store = new_store(pre.engine(), limits, label.into());
+                let r = pre.instantiate(&mut store).and_then(|i| i.podset_policy_identity().call_info(&mut store));
+                r.map_err(|e| classify(&e, &store, limits))
+            }
+            World::Reconcile(pre) => {
+                let mut store = new_store(pre.engine(), limits, label.into());
+                let r = pre.instantiate(&mut store).and_then(|i| i.podset_policy_identity().call_info(&mut store));
+                r.map_err(|e| classify(&e, &store, limits))
+            }
+        }
     }
 }
 
@@ -246,7 +309,7 @@ fn new_store(engine: &Engine, limits: &Limits, label: Arc<str>) -> Store<Sandbox
     let mut store = Store::new(engine, Sandbox::new(limits.memory_bytes, label));
     store.limiter(|s| &mut s.memory);
     store.epoch_deadline_trap();
-    store.set_epoch_deadline(sandbox::deadline_ticks(limits.deadline));
+    store.set_epoch_deadline(instance::deadline_ticks(limits.deadline));
     store
 }
 

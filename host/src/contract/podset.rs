@@ -1,0 +1,330 @@
+//! The PodSet fast path: a PodSet and its pods as the `podset` interface's typed
+//! records, and its typed actions as a [`Plan`]. What only a PodSet can be held to is
+//! checked here (never more pods than `spec.replicas`, a status describing its own
+//! pods); everything else goes through the same checks as any kind.
+
+use std::collections::{BTreeMap, HashSet};
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSecurityContext, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as K8sCondition, ObjectMeta};
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::bindings::podset::{
+    Action, CreatePod, InFlight, Input, Pod as WitPod, PodName, PodPhase, Podset, PodsetStatus,
+};
+use super::bindings::{Condition, ConditionStatus, KeyValue};
+use crate::conditions::{self, HOST_CONDITIONS};
+use crate::crd::{PodSetSpec, PodSetStatus};
+use crate::reconcile::check::Rejection;
+use crate::reconcile::observe::{ChildKey, Observed};
+use crate::reconcile::plan::Plan;
+use crate::reconcile::syntax::{condition_reason, qualified_name};
+
+/// The label every pod of a PodSet carries (value: the PodSet's name), as the seed's
+/// `kubectl get pods -l` selections expect a label to select by.
+pub const SELECTOR_LABEL: &str = "app.example.com/podset";
+
+/// The seed's pod labels, added when the template sets no `app` label of its own.
+const SEED_VERSION: &str = "v0.1";
+
+/// The seeds' pod: busybox sleeping for an hour, as a non-root user so the restricted
+/// security context admits it.
+pub fn default_template() -> PodTemplateSpec {
+    PodTemplateSpec {
+        metadata: None,
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "busybox".into(),
+                image: Some("busybox:1.36".into()),
+                command: Some(vec!["sleep".into(), "3600".into()]),
+                ..Container::default()
+            }],
+            security_context: Some(PodSecurityContext { run_as_user: Some(1000), ..PodSecurityContext::default() }),
+            ..PodSpec::default()
+        }),
+    }
+}
+
+/// The PodSet's spec and status, read from the parent.
+pub struct PodSetView {
+    pub name: String,
+    pub spec: PodSetSpec,
+    pub status: PodSetStatus,
+}
+
+impl PodSetView {
+    pub fn of(parent: &DynamicObject) -> Result<Self, Rejection> {
+        let malformed = |e: serde_json::Error| Rejection::Malformed { what: "PodSet".into(), error: e.to_string() };
+        let spec = PodSetSpec::deserialize(parent.data.get("spec").unwrap_or(&Value::Null)).map_err(malformed)?;
+        let status = match parent.data.get("status") {
+            Some(s) if !s.is_null() => PodSetStatus::deserialize(s).map_err(malformed)?,
+            _ => PodSetStatus::default(),
+        };
+        Ok(PodSetView { name: parent.name_any(), spec, status })
+    }
+}
+
+/// What the policy is told: the PodSet, the pods it controls, what is in flight.
+pub fn input(observed: &Observed) -> Result<Input, Rejection> {
+    let parent = &observed.parent;
+    let view = PodSetView::of(parent)?;
+    let pods = observed.children.iter().map(|c| to_policy_pod(&c.object)).collect();
+    let status = view.status;
+    Ok(Input {
+        podset: Podset {
+            name: view.name,
+            namespace: parent.namespace().unwrap_or_default(),
+            uid: parent.uid().unwrap_or_default(),
+            generation: parent.metadata.generation.unwrap_or(0),
+            labels: key_values(parent.labels()),
+            replicas: view.spec.replicas,
+            status: PodsetStatus {
+                pod_names: status.pod_names,
+                available_replicas: status.available_replicas,
+                observed_generation: status.observed_generation.unwrap_or(0),
+                // The policy sees (and may replace) only its own conditions.
+                conditions: status
+                    .conditions
+                    .iter()
+                    .filter(|c| !HOST_CONDITIONS.contains(&c.type_.as_str()))
+                    .map(to_policy_condition)
+                    .collect(),
+            },
+        },
+        pods,
+        in_flight: InFlight {
+            creations: u32::try_from(observed.in_flight.creations.len()).unwrap_or(u32::MAX),
+            deletions: observed.in_flight.deletions.iter().map(|k| k.name.clone()).collect(),
+        },
+        now: observed.now,
+    })
+}
+
+/// The typed actions as a plan, after the PodSet's own checks.
+pub fn plan(actions: Vec<Action>, observed: &Observed) -> Result<Plan, Rejection> {
+    let view = PodSetView::of(&observed.parent)?;
+    let owned: Vec<&DynamicObject> = observed.children.iter().map(|c| c.object.as_ref()).collect();
+    let mut plan = Plan::default();
+    let mut creates = 0;
+    for action in actions {
+        match action {
+            Action::CreatePod(c) => {
+                for kv in &c.labels {
+                    if kv.key == SELECTOR_LABEL {
+                        return Err(Rejection::Reserved {
+                            what: format!("label {SELECTOR_LABEL} (the PodSet's selector)"),
+                        });
+                    }
+                }
+                creates += 1;
+                plan.creates.push(pod(&view, &c));
+            }
+            Action::DeletePod(name) => {
+                plan.deletes.push(ChildKey { api_version: "v1".into(), kind: "Pod".into(), name })
+            }
+            Action::UpdateStatus(s) => {
+                check_status(&s, observed, &owned)?;
+                plan.status = Some(status_json(&s, &view.status, observed.parent.metadata.generation));
+            }
+            Action::RequeueAfter(ms) => plan.requeue_ms = Some(plan.requeue_ms.map_or(ms, |r| r.min(ms))),
+        }
+    }
+
+    // Never more pods than the spec asks for, counting what is active and in flight. The
+    // operator's own count: whatever a policy believes, this bound holds.
+    let deleting: HashSet<&str> = observed.in_flight.deletions.iter().map(|k| k.name.as_str()).collect();
+    let active = owned.iter().filter(|p| is_active(p) && !deleting.contains(p.name_any().as_str())).count();
+    let creating = observed.in_flight.creations.len();
+    let allowed = usize::try_from(view.spec.replicas).unwrap_or(0).saturating_sub(active + creating);
+    if creates > allowed {
+        return Err(Rejection::TooManyPods { asked: creates, replicas: view.spec.replicas, active, creating, allowed });
+    }
+    Ok(plan)
+}
+
+/// The pod for one `create-pod` action: the PodSet's template (or the default), the
+/// policy's extra labels and annotations, the seed's labels, and the selector label.
+/// The owner reference and the restricted security context are added by the checks
+/// every child goes through.
+pub fn pod(view: &PodSetView, action: &CreatePod) -> Value {
+    let template = view.spec.template.clone().unwrap_or_else(default_template);
+    let tmeta = template.metadata.unwrap_or_default();
+    let mut labels = tmeta.labels.unwrap_or_default();
+    if !labels.contains_key("app") {
+        labels.insert("app".into(), view.name.clone());
+        labels.entry("version".into()).or_insert_with(|| SEED_VERSION.into());
+    }
+    labels.extend(action.labels.iter().map(|kv| (kv.key.clone(), kv.value.clone())));
+    labels.insert(SELECTOR_LABEL.into(), view.name.clone());
+    let mut annotations = tmeta.annotations.unwrap_or_default();
+    annotations.extend(action.annotations.iter().map(|kv| (kv.key.clone(), kv.value.clone())));
+    let (name, generate_name) = match &action.name {
+        PodName::Exact(n) => (Some(n.clone()), None),
+        PodName::Prefix(p) => (None, Some(p.clone())),
+    };
+    let pod = Pod {
+        metadata: ObjectMeta {
+            name,
+            generate_name,
+            labels: Some(labels),
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            ..ObjectMeta::default()
+        },
+        spec: Some(template.spec.unwrap_or_default()),
+        status: None,
+    };
+    let mut value = serde_json::to_value(&pod).unwrap_or(Value::Null);
+    value["apiVersion"] = "v1".into();
+    value["kind"] = "Pod".into();
+    value
+}
+
+fn check_status(s: &PodsetStatus, observed: &Observed, owned: &[&DynamicObject]) -> Result<(), Rejection> {
+    let bad = |m: String| Err(Rejection::InvalidStatus(m));
+    let generation = observed.parent.metadata.generation.unwrap_or(0);
+    if s.observed_generation < 0 || s.observed_generation > generation {
+        return bad(format!("observed-generation {} is not in 0..={generation}", s.observed_generation));
+    }
+    let names: HashSet<String> = owned.iter().map(|p| p.name_any()).collect();
+    if let Some(stranger) = s.pod_names.iter().find(|n| !names.contains(*n)) {
+        return bad(format!("pod-names lists {stranger:?}, which is not a pod of this PodSet"));
+    }
+    if s.available_replicas < 0 || s.available_replicas as usize > names.len() {
+        return bad(format!("available-replicas {} with {} pods", s.available_replicas, names.len()));
+    }
+    let mut types = HashSet::new();
+    for c in &s.conditions {
+        if HOST_CONDITIONS.contains(&c.type_.as_str()) {
+            return Err(Rejection::Reserved { what: format!("condition {:?}", c.type_) });
+        }
+        if let Err(why) = qualified_name(&c.type_) {
+            return bad(format!("condition type {:?}: {why}", c.type_));
+        }
+        if !types.insert(c.type_.as_str()) {
+            return bad(format!("condition {:?} appears twice", c.type_));
+        }
+        if let Err(why) = condition_reason(&c.reason) {
+            return bad(format!("condition {:?} reason {:?}: {why}", c.type_, c.reason));
+        }
+        if c.message.len() > 32 * 1024 {
+            return bad(format!("condition {:?} message is over 32 KiB", c.type_));
+        }
+    }
+    Ok(())
+}
+
+/// The policy's status as the PodSet's `status`: its conditions keep their
+/// `lastTransitionTime` unless their status changed.
+fn status_json(s: &PodsetStatus, current: &PodSetStatus, generation: Option<i64>) -> Value {
+    let mut next = PodSetStatus {
+        pod_names: s.pod_names.clone(),
+        available_replicas: s.available_replicas,
+        observed_generation: Some(s.observed_generation),
+        conditions: Vec::new(),
+    };
+    for c in &s.conditions {
+        let new = conditions::new(&c.type_, status_str(c.status), &c.reason, &c.message, generation);
+        conditions::set(&mut next.conditions, &current.conditions, new);
+    }
+    serde_json::to_value(&next).unwrap_or(Value::Null)
+}
+
+fn status_str(s: ConditionStatus) -> &'static str {
+    match s {
+        ConditionStatus::True => "True",
+        ConditionStatus::False => "False",
+        ConditionStatus::Unknown => "Unknown",
+    }
+}
+
+fn to_policy_condition(c: &K8sCondition) -> Condition {
+    Condition {
+        type_: c.type_.clone(),
+        status: match c.status.as_str() {
+            "True" => ConditionStatus::True,
+            "False" => ConditionStatus::False,
+            _ => ConditionStatus::Unknown,
+        },
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+    }
+}
+
+fn key_values(m: &BTreeMap<String, String>) -> Vec<KeyValue> {
+    m.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect()
+}
+
+/// The few fields of a cached pod the policy is told, read in place (no copy of the
+/// pod's JSON).
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct PodView {
+    spec: PodSpecView,
+    status: PodStatusView,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct PodSpecView {
+    node_name: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct PodStatusView {
+    phase: Option<String>,
+    conditions: Vec<PodConditionView>,
+    container_statuses: Vec<ContainerStatusView>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct PodConditionView {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct ContainerStatusView {
+    restart_count: i32,
+}
+
+fn view(pod: &DynamicObject) -> PodView {
+    PodView::deserialize(&pod.data).unwrap_or_default()
+}
+
+/// Pending or Running and not terminating: a pod that counts towards `spec.replicas`.
+/// A pod with no phase yet was just created, so it is Pending.
+pub fn is_active(pod: &DynamicObject) -> bool {
+    let phase = view(pod).status.phase;
+    matches!(phase.as_deref().unwrap_or("Pending"), "Pending" | "Running") && pod.metadata.deletion_timestamp.is_none()
+}
+
+/// The pod as a policy sees it.
+pub fn to_policy_pod(pod: &DynamicObject) -> WitPod {
+    let v = view(pod);
+    let phase = match v.status.phase.as_deref() {
+        Some("Running") => PodPhase::Running,
+        Some("Succeeded") => PodPhase::Succeeded,
+        Some("Failed") => PodPhase::Failed,
+        Some("Unknown") => PodPhase::Unknown,
+        // No status yet means the pod was just created: Pending.
+        _ => PodPhase::Pending,
+    };
+    WitPod {
+        name: pod.name_any(),
+        uid: pod.uid().unwrap_or_default(),
+        phase,
+        ready: v.status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"),
+        deleting: pod.metadata.deletion_timestamp.is_some(),
+        node_name: v.spec.node_name,
+        created_at: pod.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_millisecond()),
+        labels: key_values(pod.labels()),
+        restart_count: v.status.container_statuses.iter().map(|c| c.restart_count).sum(),
+    }
+}

@@ -1,0 +1,222 @@
+//! The watches of children and related kinds, started and stopped as policies that
+//! declare them come and go, shared by every parent kind that reads them.
+//!
+//! A watch is held by [`WatchGuard`]s: the first guard starts it, the last one dropped
+//! stops it. Each watch tells the parent controllers that route through it which
+//! parents an event concerns: the controller owner of a child, or the parents whose
+//! related-object selectors match.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use futures::StreamExt;
+use futures::channel::mpsc::UnboundedSender;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use parking_lot::{Mutex, RwLock};
+use tokio_util::sync::CancellationToken;
+
+use super::cache::{CacheHealth, relisting, track};
+use super::store::ObjectStore;
+use crate::contract::bindings::RelatedKind;
+use crate::contract::declarations::{matches, related_selector};
+
+/// The label the host puts on every child it creates, so that child watches list
+/// only the host's children, not every object of the kind in the cluster.
+pub const MANAGED_BY_LABEL: &str = "app.example.com/managed-by";
+pub const MANAGED_BY: &str = "podset-host";
+
+/// Which objects of a kind a watch holds.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Scope {
+    /// Children: only objects carrying [`MANAGED_BY_LABEL`].
+    Children,
+    /// Related objects: every object of the kind in the operator's namespaces.
+    All,
+}
+
+/// Where a change to a watched object is sent: the parent controller of `parent`'s kind.
+pub struct Route {
+    pub parent: ApiResource,
+    pub notify: UnboundedSender<ObjectRef<DynamicObject>>,
+    pub via: Via,
+}
+
+/// Told of every event on a child: its parent, the child, its resource, and whether
+/// it is gone.
+pub type ChildSeen = Box<dyn Fn(&ObjectRef<DynamicObject>, &DynamicObject, &ApiResource, bool) + Send + Sync>;
+
+pub enum Via {
+    /// A child concerns the parent named by its controller owner reference.
+    Controller { on_child: ChildSeen },
+    /// A related object concerns every parent (in `parents`) one of whose `selectors`
+    /// it matches.
+    Related { parents: Store<DynamicObject>, selectors: Vec<RelatedKind> },
+}
+
+/// One watched kind: its store, its health, and who to tell about changes.
+pub struct Watched {
+    pub resource: Arc<ApiResource>,
+    pub scope: Scope,
+    pub store: ObjectStore,
+    pub health: CacheHealth,
+    routes: RwLock<Vec<Arc<Route>>>,
+}
+
+impl Watched {
+    pub fn add_route(&self, route: Arc<Route>) {
+        self.routes.write().push(route);
+    }
+
+    pub fn remove_route(&self, route: &Arc<Route>) {
+        self.routes.write().retain(|r| !Arc::ptr_eq(r, route));
+    }
+
+    /// Sends each parent `obj` concerns to its controller.
+    fn notify(&self, obj: &DynamicObject, gone: bool) {
+        let ns = obj.namespace().unwrap_or_default();
+        for route in self.routes.read().iter() {
+            match &route.via {
+                Via::Controller { on_child } => {
+                    let owner = obj.owner_references().iter().find(|r| {
+                        r.controller == Some(true)
+                            && r.kind == route.parent.kind
+                            && r.api_version == route.parent.api_version
+                    });
+                    if let Some(owner) = owner {
+                        let parent = ObjectRef::new_with(&owner.name, route.parent.clone()).within(&ns);
+                        on_child(&parent, obj, &self.resource, gone);
+                        let _ = route.notify.unbounded_send(parent);
+                    }
+                }
+                Via::Related { parents, selectors } => {
+                    for parent in parents.state().iter().filter(|p| p.namespace().as_deref() == Some(ns.as_str())) {
+                        let hit = selectors
+                            .iter()
+                            .filter_map(|s| related_selector(s, parent))
+                            .any(|sel| matches(&sel, obj.labels()));
+                        if hit {
+                            let _ = route
+                                .notify
+                                .unbounded_send(ObjectRef::from_obj_with(parent.as_ref(), route.parent.clone()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct WatchKey {
+    api_version: String,
+    plural: String,
+    scope: Scope,
+}
+
+struct Entry {
+    watched: Weak<Watched>,
+    users: usize,
+    stop: CancellationToken,
+}
+
+/// Every child and related watch of the operator.
+pub struct Watches {
+    client: Client,
+    namespace: Option<String>,
+    entries: Mutex<HashMap<WatchKey, Entry>>,
+    /// Cancelled at shutdown: stops every watch.
+    shutdown: CancellationToken,
+}
+
+/// Holds a watch open; dropping the last guard of a watch stops it.
+pub struct WatchGuard {
+    watches: Arc<Watches>,
+    key: WatchKey,
+    pub watched: Arc<Watched>,
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        let mut entries = self.watches.entries.lock();
+        if let Some(e) = entries.get_mut(&self.key) {
+            e.users = e.users.saturating_sub(1);
+            if e.users == 0 {
+                e.stop.cancel();
+                entries.remove(&self.key);
+                tracing::info!(kind = %self.key.plural, "no policy reads this kind any more; watch stopped");
+            }
+        }
+    }
+}
+
+impl Watches {
+    pub fn new(client: Client, namespace: Option<String>, shutdown: CancellationToken) -> Arc<Self> {
+        Arc::new(Watches { client, namespace, entries: Mutex::default(), shutdown })
+    }
+
+    /// A guard on the watch of `resource` in `scope`, starting it if nobody holds it.
+    pub fn acquire(self: &Arc<Self>, resource: &ApiResource, scope: Scope) -> WatchGuard {
+        let key = WatchKey { api_version: resource.api_version.clone(), plural: resource.plural.clone(), scope };
+        let mut entries = self.entries.lock();
+        if let Some(e) = entries.get_mut(&key)
+            && let Some(watched) = e.watched.upgrade()
+        {
+            e.users += 1;
+            return WatchGuard { watches: self.clone(), key, watched };
+        }
+        let health = CacheHealth::for_resource(&resource.plural, &resource.group);
+        let watched = Arc::new(Watched {
+            resource: Arc::new(resource.clone()),
+            scope,
+            store: ObjectStore::default(),
+            health: health.clone(),
+            routes: RwLock::default(),
+        });
+        let stop = self.shutdown.child_token();
+        tokio::spawn(run(self.api(resource), scope, watched.clone(), stop.clone()));
+        tracing::info!(kind = %resource.plural, ?scope, "watch started");
+        entries.insert(key.clone(), Entry { watched: Arc::downgrade(&watched), users: 1, stop });
+        WatchGuard { watches: self.clone(), key, watched }
+    }
+
+    /// The health of every watch, for `/readyz`.
+    pub fn health(&self) -> Vec<CacheHealth> {
+        self.entries.lock().values().filter_map(|e| e.watched.upgrade()).map(|w| w.health.clone()).collect()
+    }
+
+    fn api(&self, resource: &ApiResource) -> Api<DynamicObject> {
+        match &self.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, resource),
+            None => Api::all_with(self.client.clone(), resource),
+        }
+    }
+}
+
+async fn run(api: Api<DynamicObject>, scope: Scope, watched: Arc<Watched>, stop: CancellationToken) {
+    let config = match scope {
+        Scope::Children => watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}")),
+        Scope::All => watcher::Config::default(),
+    };
+    let store_events = {
+        let watched = watched.clone();
+        relisting(api, config).map(move |item| {
+            item.map(|event| {
+                let listed = matches!(event, watcher::Event::InitDone);
+                for (obj, gone) in watched.store.apply(event) {
+                    watched.notify(&obj, gone);
+                }
+                listed
+            })
+        })
+    };
+    let mut events = std::pin::pin!(track(store_events, watched.health.clone(), |listed| *listed));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            next = events.next() => if next.is_none() { return },
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! Checks a plan against the parent it was made for, before anything touches the
+//! cluster. A decision is applied whole or not at all: one bad action rejects it, so a
+//! policy cannot half-succeed at something it should not do.
+//!
+//! What is refused whatever a policy believes: kinds it did not declare, other
+//! namespaces, children the parent does not control, owner references and the
+//! host's label set by the policy, names and labels Kubernetes would refuse, and pods
+//! or pod templates that weaken the restricted security context. What the host adds:
+//! the namespace, the controller owner reference, the managed-by label and the
+//! restricted defaults.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::ResourceExt;
+use kube::api::{ApiResource, DynamicObject};
+use serde_json::Value;
+
+use super::observe::{ChildKey, Observed};
+use super::plan::{Checked, Child, Doomed, Note, Plan};
+use super::restrict::{self, Weakening};
+use super::syntax::{condition_reason, dns1123_subdomain, label_value, qualified_name};
+use crate::kubernetes::access::Resolved;
+use crate::kubernetes::watches::{MANAGED_BY, MANAGED_BY_LABEL};
+
+/// Shortest and longest requeue honoured.
+const MIN_REQUEUE: Duration = Duration::from_millis(100);
+const MAX_REQUEUE: Duration = Duration::from_secs(3600);
+/// Longest Event message accepted (the API server's own limit is 1 KiB for a note).
+const MAX_EVENT_MESSAGE: usize = 1024;
+
+/// Why a decision was refused. Every variant names what it refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Rejection {
+    #[error("{what} is not a JSON object")]
+    NotAnObject { what: String },
+    #[error("{what} is not valid: {error}")]
+    Malformed { what: String, error: String },
+    #[error("{kind} is not a kind this policy declared as a child")]
+    UndeclaredKind { kind: String },
+    #[error("{key}: namespace {namespace:?} is not the parent's namespace {parent:?}")]
+    OtherNamespace { key: ChildKey, namespace: String, parent: String },
+    #[error("{key} is not a child this parent controls")]
+    NotOwned { key: ChildKey },
+    #[error("{what} {value:?}: {why}")]
+    InvalidSyntax { what: String, value: String, why: String },
+    #[error("{what} is set by the host, not by policies")]
+    Reserved { what: String },
+    #[error("{child}: {weakening}")]
+    Weakened { child: String, weakening: Weakening },
+    #[error(
+        "asked to create {asked} pods, but spec.replicas={replicas} with {active} active and {creating} being created allows {allowed}"
+    )]
+    TooManyPods { asked: usize, replicas: i32, active: usize, creating: usize, allowed: usize },
+    #[error("status: {0}")]
+    InvalidStatus(String),
+    #[error("finalize-done while the parent is not being deleted")]
+    NotDeleting,
+    #[error("finalize-done, but the policy declares no finalizer")]
+    NoFinalizer,
+    #[error("event: {0}")]
+    InvalidEvent(String),
+}
+
+impl Rejection {
+    /// A bounded label for the failures metric.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Rejection::NotAnObject { .. } | Rejection::Malformed { .. } => "Malformed",
+            Rejection::UndeclaredKind { .. } => "UndeclaredKind",
+            Rejection::OtherNamespace { .. } => "OtherNamespace",
+            Rejection::NotOwned { .. } => "NotOwned",
+            Rejection::InvalidSyntax { .. } => "InvalidSyntax",
+            Rejection::Reserved { .. } => "Reserved",
+            Rejection::Weakened { .. } => "WeakenedSecurityContext",
+            Rejection::TooManyPods { .. } => "TooManyPods",
+            Rejection::InvalidStatus(_) => "InvalidStatus",
+            Rejection::NotDeleting | Rejection::NoFinalizer => "InvalidFinalize",
+            Rejection::InvalidEvent(_) => "InvalidEvent",
+        }
+    }
+}
+
+/// Checks `plan` for the parent in `observed`, whose policy declared `resolved`.
+pub fn check(plan: Plan, observed: &Observed, resolved: &Resolved) -> Result<Checked, Rejection> {
+    let parent = Parent::of(observed)?;
+    let mut out = Checked::default();
+    for object in plan.creates {
+        out.creates.push(child(object, Mode::Create, &parent, resolved)?);
+    }
+    for object in plan.applies {
+        let c = child(object, Mode::Apply, &parent, resolved)?;
+        // An apply that changes nothing costs a write and, on a 1.20 API server, a
+        // new resourceVersion that wakes this parent again: skip it.
+        let holds = observed.child(&c.key()).is_some_and(|seen| already_holds(&c.object, &seen.object));
+        if !holds {
+            out.applies.push(c);
+        }
+    }
+    for key in plan.deletes {
+        let seen = observed.child(&key).ok_or_else(|| Rejection::NotOwned { key: key.clone() })?;
+        if !out.deletes.iter().any(|d| d.key == key) {
+            let uid = seen.object.uid().unwrap_or_default();
+            out.deletes.push(Doomed { resource: seen.resource.clone(), key, uid });
+        }
+    }
+    if let Some(status) = plan.status {
+        if !status.is_object() {
+            return Err(Rejection::InvalidStatus("the status must be a JSON object".into()));
+        }
+        out.status = Some(status);
+    }
+    for note in plan.events {
+        out.events.push(event(note, observed)?);
+    }
+    out.requeue = plan.requeue_ms.map(|ms| Duration::from_millis(ms.into()).clamp(MIN_REQUEUE, MAX_REQUEUE));
+    if plan.finalize {
+        if resolved.finalizer.is_none() {
+            return Err(Rejection::NoFinalizer);
+        }
+        if observed.parent.metadata.deletion_timestamp.is_none() {
+            return Err(Rejection::NotDeleting);
+        }
+        out.finalize = true;
+    }
+    Ok(out)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Create,
+    Apply,
+}
+
+/// What every child gets from its parent.
+struct Parent {
+    namespace: String,
+    owner: OwnerReference,
+}
+
+impl Parent {
+    fn of(observed: &Observed) -> Result<Self, Rejection> {
+        let p = &observed.parent;
+        let r = &observed.parent_resource;
+        let owner = OwnerReference {
+            api_version: r.api_version.clone(),
+            kind: r.kind.clone(),
+            name: p.name_any(),
+            uid: p.uid().unwrap_or_default(),
+            controller: Some(true),
+            // Foreground deletion of the parent waits for its children.
+            block_owner_deletion: Some(true),
+        };
+        Ok(Parent { namespace: p.namespace().unwrap_or_default(), owner })
+    }
+}
+
+fn child(object: Value, mode: Mode, parent: &Parent, resolved: &Resolved) -> Result<Child, Rejection> {
+    let what = if mode == Mode::Create { "created child" } else { "applied child" };
+    if !object.is_object() {
+        return Err(Rejection::NotAnObject { what: what.into() });
+    }
+    let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+    let resource = resolved
+        .children
+        .iter()
+        .find(|r| r.api_version == api_version && r.kind == kind)
+        .ok_or_else(|| Rejection::UndeclaredKind { kind: format!("{api_version} {kind}") })?;
+    let mut obj: DynamicObject = serde_json::from_value(object)
+        .map_err(|e| Rejection::Malformed { what: format!("{what} {kind}"), error: e.to_string() })?;
+    let meta = &mut obj.metadata;
+    let name = match (mode, &meta.name, &meta.generate_name) {
+        (_, Some(n), _) => {
+            syntax("name", n, dns1123_subdomain(n, 253))?;
+            n.clone()
+        }
+        (Mode::Create, None, Some(prefix)) => {
+            // The API server appends 5 characters to a generateName prefix.
+            let base = prefix.strip_suffix('-').unwrap_or(prefix);
+            syntax("generateName", prefix, dns1123_subdomain(base, 253 - 6))?;
+            String::new()
+        }
+        (Mode::Create, None, None) => {
+            return Err(Rejection::Malformed {
+                what: format!("{what} {kind}"),
+                error: "no metadata.name or metadata.generateName".into(),
+            });
+        }
+        (Mode::Apply, None, _) => {
+            return Err(Rejection::Malformed { what: format!("{what} {kind}"), error: "no metadata.name".into() });
+        }
+    };
+    let key = ChildKey::new(resource, &name);
+    match &meta.namespace {
+        Some(ns) if *ns != parent.namespace => {
+            return Err(Rejection::OtherNamespace { key, namespace: ns.clone(), parent: parent.namespace.clone() });
+        }
+        _ => meta.namespace = Some(parent.namespace.clone()),
+    }
+    if meta.owner_references.as_ref().is_some_and(|o| !o.is_empty()) {
+        return Err(Rejection::Reserved { what: format!("{key}: metadata.ownerReferences") });
+    }
+    let labels = meta.labels.get_or_insert_with(BTreeMap::new);
+    if labels.get(MANAGED_BY_LABEL).is_some_and(|v| v != MANAGED_BY) {
+        return Err(Rejection::Reserved { what: format!("{key}: label {MANAGED_BY_LABEL}") });
+    }
+    for (k, v) in labels.iter() {
+        syntax("label key", k, qualified_name(k))?;
+        syntax(&format!("label {k}"), v, label_value(v))?;
+    }
+    for k in meta.annotations.iter().flatten().map(|(k, _)| k) {
+        syntax("annotation key", k, qualified_name(k))?;
+    }
+    labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
+    meta.owner_references = Some(vec![parent.owner.clone()]);
+    restrict::object(&kind, &mut obj.data)
+        .map_err(|weakening| Rejection::Weakened { child: key.to_string(), weakening })?;
+    Ok(Child { resource: Arc::new(resource.clone()), object: obj })
+}
+
+fn syntax(what: &str, value: &str, result: Result<(), String>) -> Result<(), Rejection> {
+    result.map_err(|why| Rejection::InvalidSyntax { what: what.into(), value: value.into(), why })
+}
+
+fn event(note: Note, observed: &Observed) -> Result<Note, Rejection> {
+    condition_reason(&note.reason)
+        .map_err(|why| Rejection::InvalidEvent(format!("reason {:?}: {why}", note.reason)))?;
+    if note.message.len() > MAX_EVENT_MESSAGE {
+        return Err(Rejection::InvalidEvent(format!(
+            "message is {} bytes, over {MAX_EVENT_MESSAGE}",
+            note.message.len()
+        )));
+    }
+    if let Some(key) = &note.regarding
+        && observed.child(key).is_none()
+    {
+        return Err(Rejection::NotOwned { key: key.clone() });
+    }
+    Ok(note)
+}
+
+/// Whether every field `desired` sets already holds in `current`: the data (spec, …)
+/// as a JSON subset, and the labels and annotations.
+pub fn already_holds(desired: &DynamicObject, current: &DynamicObject) -> bool {
+    let subset = |want: &Option<BTreeMap<String, String>>, have: &Option<BTreeMap<String, String>>| {
+        want.iter().flatten().all(|(k, v)| have.as_ref().and_then(|h| h.get(k)) == Some(v))
+    };
+    subset(&desired.metadata.labels, &current.metadata.labels)
+        && subset(&desired.metadata.annotations, &current.metadata.annotations)
+        && json_subset(&desired.data, &current.data)
+}
+
+/// `want` ⊆ `have`: objects by key, lists element by element (same length: a list
+/// is owned whole), scalars by equality.
+fn json_subset(want: &Value, have: &Value) -> bool {
+    match (want, have) {
+        (Value::Object(w), Value::Object(h)) => w.iter().all(|(k, v)| h.get(k).is_some_and(|hv| json_subset(v, hv))),
+        (Value::Array(w), Value::Array(h)) => w.len() == h.len() && w.iter().zip(h).all(|(a, b)| json_subset(a, b)),
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        (w, h) => w == h,
+    }
+}
+
+/// The resource a child key names, among the declared children.
+pub fn child_resource<'a>(resolved: &'a Resolved, key: &ChildKey) -> Option<&'a ApiResource> {
+    resolved.children.iter().find(|r| r.api_version == key.api_version && r.kind == key.kind)
+}

@@ -1,0 +1,336 @@
+//! One kube-runtime `Controller` per parent kind that some policy serves, started and
+//! stopped as policies come and go, without a restart.
+//!
+//! A kind's controller watches its parents and, through shared [`Watches`], the child
+//! and related kinds its policies declare; a change to a child or a related object
+//! re-queues the parent it concerns. When the kinds a parent kind's policies declare
+//! change, its controller is stopped (in-flight reconciles finish) and a new one
+//! started: two controllers never act on the same kind at once.
+//!
+//! [`Watches`]: crate::kubernetes::watches::Watches
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::channel::mpsc::{UnboundedSender, unbounded};
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::GroupVersionKind;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::expectations::Seen;
+use super::observe::ChildKey;
+use super::{KindContext, error_policy, reconcile};
+use crate::context::Context;
+use crate::contract::bindings::RelatedKind;
+use crate::contract::declarations::kind_name;
+use crate::kubernetes::cache::{CacheHealth, Caches, reflected};
+use crate::kubernetes::watches::{ChildSeen, Route, Scope, Via, WatchGuard, Watched};
+
+/// How long a stopping controller's reconciles in flight get to finish.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// What a parent kind's controller watches besides its parents: the union of what
+/// the policies serving that kind declare.
+#[derive(Clone, Debug, PartialEq)]
+struct Shape {
+    parent: ApiResource,
+    children: BTreeMap<String, ApiResource>,
+    related: BTreeMap<String, (ApiResource, Vec<RelatedKind>)>,
+}
+
+/// A running parent kind: its parents' cache, its caches of children and related
+/// objects, and the channel that re-queues its parents.
+pub struct KindState {
+    pub resource: ApiResource,
+    pub gvk: GroupVersionKind,
+    pub parents: Store<DynamicObject>,
+    pub health: CacheHealth,
+    requeue: UnboundedSender<ObjectRef<DynamicObject>>,
+    guards: Vec<WatchGuard>,
+    routes: Vec<(Arc<Watched>, Arc<Route>)>,
+}
+
+impl Drop for KindState {
+    fn drop(&mut self) {
+        for (watched, route) in &self.routes {
+            watched.remove_route(route);
+        }
+    }
+}
+
+impl KindState {
+    /// Every cache a reconcile of this kind may read, for the sync gate.
+    pub fn caches_for(&self, children: &[ApiResource], related: &[ApiResource]) -> Caches {
+        let watched = |scope: Scope, r: &ApiResource| {
+            self.guards
+                .iter()
+                .find(|g| g.watched.scope == scope && same(&g.watched.resource, r))
+                .map(|g| g.watched.health.clone())
+        };
+        let mut all = vec![self.health.clone()];
+        all.extend(children.iter().filter_map(|r| watched(Scope::Children, r)));
+        all.extend(related.iter().filter_map(|r| watched(Scope::All, r)));
+        Caches::new(all)
+    }
+
+    pub fn requeue(&self, parent: &DynamicObject) {
+        let _ = self.requeue.unbounded_send(ObjectRef::from_obj_with(parent, self.resource.clone()));
+    }
+
+    fn find(&self, scope: Scope, resource: &ApiResource) -> Option<&Watched> {
+        self.guards
+            .iter()
+            .find(|g| g.watched.scope == scope && same(&g.watched.resource, resource))
+            .map(|g| g.watched.as_ref())
+    }
+}
+
+impl super::observe::Caches for KindState {
+    fn children(&self, resource: &ApiResource) -> Option<&Watched> {
+        self.find(Scope::Children, resource)
+    }
+
+    fn related(&self, resource: &ApiResource) -> Option<&Watched> {
+        self.find(Scope::All, resource)
+    }
+}
+
+fn same(a: &ApiResource, b: &ApiResource) -> bool {
+    a.api_version == b.api_version && a.plural == b.plural
+}
+
+struct Running {
+    state: Arc<KindState>,
+    shape: Shape,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// The running parent kinds.
+#[derive(Default)]
+pub struct Kinds {
+    running: Mutex<HashMap<GroupVersionKind, Arc<KindState>>>,
+    /// Held across a whole [`Kinds::sync`]: syncs triggered by two policy sources at
+    /// once must not both start a controller for the same kind.
+    controllers: tokio::sync::Mutex<HashMap<GroupVersionKind, Running>>,
+}
+
+impl Kinds {
+    /// Starts, restarts and stops parent-kind controllers so that exactly the kinds
+    /// the registry's policies serve run, each watching what they declare.
+    pub async fn sync(&self, ctx: &Arc<Context>) {
+        let desired = desired(ctx);
+        let mut controllers = self.controllers.lock().await;
+        let stale: Vec<GroupVersionKind> = controllers
+            .iter()
+            .filter(|(gvk, r)| desired.get(*gvk) != Some(&r.shape))
+            .map(|(gvk, _)| gvk.clone())
+            .collect();
+        for gvk in stale {
+            if let Some(r) = controllers.remove(&gvk) {
+                self.running.lock().remove(&gvk);
+                stop(&gvk, r).await;
+            }
+        }
+        for (gvk, shape) in desired {
+            if controllers.contains_key(&gvk) {
+                continue;
+            }
+            let running = start(ctx, &gvk, shape);
+            self.running.lock().insert(gvk.clone(), running.state.clone());
+            controllers.insert(gvk, running);
+        }
+    }
+
+    /// Stops every controller (shutdown), letting in-flight reconciles finish.
+    pub async fn stop_all(&self) {
+        let mut controllers = self.controllers.lock().await;
+        self.running.lock().clear();
+        let all: Vec<(GroupVersionKind, Running)> = controllers.drain().collect();
+        futures::future::join_all(all.into_iter().map(|(gvk, r)| async move { stop(&gvk, r).await })).await;
+    }
+
+    pub fn get(&self, gvk: &GroupVersionKind) -> Option<Arc<KindState>> {
+        self.running.lock().get(gvk).cloned()
+    }
+
+    /// Re-queues every parent of `gvk` that `which` selects; returns how many.
+    pub fn requeue(&self, gvk: &GroupVersionKind, which: impl Fn(&DynamicObject) -> bool) -> usize {
+        let Some(kind) = self.get(gvk) else { return 0 };
+        let mut n = 0;
+        for parent in kind.parents.state() {
+            if which(&parent) {
+                kind.requeue(&parent);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// The parent caches' health, for `/readyz`.
+    pub fn health(&self) -> Vec<CacheHealth> {
+        self.running.lock().values().map(|k| k.health.clone()).collect()
+    }
+}
+
+fn desired(ctx: &Context) -> HashMap<GroupVersionKind, Shape> {
+    let mut out: HashMap<GroupVersionKind, Shape> = HashMap::new();
+    for admitted in ctx.registry.all() {
+        let r = &admitted.resolved;
+        let shape = out.entry(admitted.parent_kind()).or_insert_with(|| Shape {
+            parent: r.parent.clone(),
+            children: BTreeMap::new(),
+            related: BTreeMap::new(),
+        });
+        for c in &r.children {
+            shape.children.insert(format!("{}/{}", c.api_version, c.plural), c.clone());
+        }
+        for (res, kind) in &r.related {
+            let entry = shape
+                .related
+                .entry(format!("{}/{}", res.api_version, res.plural))
+                .or_insert_with(|| (res.clone(), Vec::new()));
+            if !entry.1.contains(kind) {
+                entry.1.push(kind.clone());
+            }
+        }
+    }
+    out
+}
+
+fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
+    let writer = reflector::store::Writer::new(shape.parent.clone());
+    let writer_reader = writer.as_reader();
+    let (requeue_tx, requeue_rx) = unbounded();
+    let health = CacheHealth::for_resource(&shape.parent.plural, &shape.parent.group);
+    let mut guards = Vec::new();
+    let mut routes = Vec::new();
+    for child in shape.children.values() {
+        let guard = ctx.watches.acquire(child, Scope::Children);
+        let route = Arc::new(Route {
+            parent: shape.parent.clone(),
+            notify: requeue_tx.clone(),
+            via: Via::Controller { on_child: child_seen(ctx) },
+        });
+        guard.watched.add_route(route.clone());
+        routes.push((guard.watched.clone(), route));
+        guards.push(guard);
+    }
+    for (res, selectors) in shape.related.values() {
+        let guard = ctx.watches.acquire(res, Scope::All);
+        let route = Arc::new(Route {
+            parent: shape.parent.clone(),
+            notify: requeue_tx.clone(),
+            via: Via::Related { parents: writer_reader.clone(), selectors: selectors.clone() },
+        });
+        guard.watched.add_route(route.clone());
+        routes.push((guard.watched.clone(), route));
+        guards.push(guard);
+    }
+    let state = Arc::new(KindState {
+        resource: shape.parent.clone(),
+        gvk: gvk.clone(),
+        parents: writer_reader,
+        health,
+        requeue: requeue_tx,
+        guards,
+        routes,
+    });
+    let stop = ctx.shutdown.child_token();
+    let task = tokio::spawn(run(ctx.clone(), state.clone(), writer, requeue_rx, stop.clone()));
+    info!(kind = %kind_name(gvk), children = shape.children.len(), related = shape.related.len(), "controller started");
+    Running { state, shape, stop, task }
+}
+
+/// Settles expectations as child events arrive (a child created and deleted before a
+/// reconcile looked would otherwise stay "in flight" until its TTL).
+fn child_seen(ctx: &Arc<Context>) -> ChildSeen {
+    let expectations = ctx.expectations.clone();
+    Box::new(move |parent_ref, child, resource, gone| {
+        let seen = if gone { Seen::Absent } else { Seen::of(Some(child)) };
+        expectations.observe(parent_ref, &ChildKey::new(resource, &child.name_any()), seen);
+    })
+}
+
+async fn stop(gvk: &GroupVersionKind, r: Running) {
+    r.stop.cancel();
+    let mut task = r.task;
+    if tokio::time::timeout(SHUTDOWN_GRACE + Duration::from_secs(1), &mut task).await.is_err() {
+        warn!(kind = %kind_name(gvk), "controller did not stop within {SHUTDOWN_GRACE:?}; aborting it");
+        task.abort();
+    }
+    info!(kind = %kind_name(gvk), "controller stopped");
+}
+
+async fn run(
+    ctx: Arc<Context>,
+    kind: Arc<KindState>,
+    writer: reflector::store::Writer<DynamicObject>,
+    requeue: futures::channel::mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>,
+    stop: CancellationToken,
+) {
+    let api: Api<DynamicObject> = match &ctx.namespace {
+        Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &kind.resource),
+        None => Api::all_with(ctx.client.clone(), &kind.resource),
+    };
+    let forget = ctx.clone();
+    let resource = kind.resource.clone();
+    let parents = reflected(api, watcher::Config::default(), writer, kind.health.clone())
+        // A deleted parent is never reconciled again: drop what was kept about it here.
+        .inspect(move |ev| {
+            if let Ok(watcher::Event::Delete(p)) = ev {
+                let key = ObjectRef::from_obj_with(p, resource.clone());
+                forget.expectations.forget(&key);
+                forget.written.forget(&key);
+            }
+        })
+        .applied_objects()
+        // Status writes (ours included) and metadata-only changes do not trigger a
+        // reconcile; what a decision depends on does.
+        .predicate_filter(decision_inputs, Default::default());
+    let grace = stop.clone();
+    let controller = Controller::for_stream_with(parents, kind.parents.clone(), kind.resource.clone())
+        .reconcile_on(requeue)
+        .with_config(ControllerConfig::default().concurrency(ctx.concurrency))
+        .graceful_shutdown_on(async move { grace.cancelled().await })
+        .run(reconcile, error_policy, Arc::new(KindContext { ctx: ctx.clone(), kind: kind.clone() }))
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!("controller: {e}");
+            }
+        });
+    // A controller whose cache never synced never completes its graceful shutdown
+    // (kube-runtime waits for the sync first), but has nothing in flight: drop it.
+    let health = kind.health.clone();
+    let deadline = async {
+        stop.cancelled().await;
+        if health.is_synced() {
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        }
+    };
+    tokio::select! {
+        _ = controller => {},
+        _ = deadline => {},
+    }
+}
+
+/// What a reconcile decides from, of the parent itself: its generation (the spec),
+/// whether it is being deleted, and its labels (they select canary policies and
+/// related objects).
+fn decision_inputs(p: &DynamicObject) -> Option<u64> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    p.metadata.generation.hash(&mut h);
+    p.metadata.deletion_timestamp.is_some().hash(&mut h);
+    p.labels().hash(&mut h);
+    Some(h.finish())
+}

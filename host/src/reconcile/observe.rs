@@ -1,0 +1,145 @@
+//! What a reconcile observes: the parent, the children it controls and the related
+//! objects its policy selects (from the caches), and the work in flight.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::ResourceExt;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::reflector::ObjectRef;
+
+use super::expectations::{Expectations, Seen};
+use crate::contract::declarations::{matches, related_selector};
+use crate::kubernetes::access::Resolved;
+use crate::kubernetes::watches::Watched;
+
+/// The parent's key: its kind, namespace and name.
+pub type ParentRef = ObjectRef<DynamicObject>;
+
+/// Names one child: its kind and name (children share the parent's namespace).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChildKey {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+}
+
+impl ChildKey {
+    pub fn new(resource: &ApiResource, name: &str) -> Self {
+        ChildKey { api_version: resource.api_version.clone(), kind: resource.kind.clone(), name: name.into() }
+    }
+}
+
+impl std::fmt::Display for ChildKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind, self.name)
+    }
+}
+
+/// An object together with the resource it was read from (list items carry no kind).
+#[derive(Clone, Debug)]
+pub struct Observation {
+    pub resource: Arc<ApiResource>,
+    pub object: Arc<DynamicObject>,
+}
+
+/// Work issued to the API server and not yet seen in the caches.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InFlight {
+    pub creations: Vec<ChildKey>,
+    pub deletions: Vec<ChildKey>,
+}
+
+/// Everything one decision is made from.
+#[derive(Clone, Debug)]
+pub struct Observed {
+    pub parent: Arc<DynamicObject>,
+    pub parent_resource: ApiResource,
+    pub children: Vec<Observation>,
+    pub related: Vec<Observation>,
+    pub in_flight: InFlight,
+    /// Milliseconds since the Unix epoch.
+    pub now: i64,
+}
+
+impl Observed {
+    pub fn parent_ref(&self) -> ParentRef {
+        ObjectRef::from_obj_with(self.parent.as_ref(), self.parent_resource.clone())
+    }
+
+    /// The parent as Events reference it.
+    pub fn parent_object_reference(&self) -> ObjectReference {
+        reference_of(&self.parent, &self.parent_resource)
+    }
+
+    /// The child of `key`, if the parent controls one.
+    pub fn child(&self, key: &ChildKey) -> Option<&Observation> {
+        self.children.iter().find(|c| {
+            c.resource.api_version == key.api_version && c.resource.kind == key.kind && c.object.name_any() == key.name
+        })
+    }
+}
+
+/// The caches a reconcile reads, by the resource they hold.
+pub trait Caches {
+    /// The children cache of `resource`, or `None` when it is not watched.
+    fn children(&self, resource: &ApiResource) -> Option<&Watched>;
+    /// The related-objects cache of `resource`.
+    fn related(&self, resource: &ApiResource) -> Option<&Watched>;
+}
+
+/// Gathers what `parent` looks like now, for the policy `resolved` describes.
+pub fn gather(
+    parent: Arc<DynamicObject>,
+    parent_resource: &ApiResource,
+    resolved: &Resolved,
+    caches: &impl Caches,
+    expectations: &Expectations,
+) -> Observed {
+    let uid = parent.uid().unwrap_or_default();
+    let ns = parent.namespace().unwrap_or_default();
+    let mut children = Vec::new();
+    for resource in &resolved.children {
+        let Some(cache) = caches.children(resource) else { continue };
+        children.extend(
+            cache
+                .store
+                .controlled_by(&uid)
+                .into_iter()
+                .map(|object| Observation { resource: cache.resource.clone(), object }),
+        );
+    }
+    let mut related = Vec::new();
+    for (resource, kind) in &resolved.related {
+        let (Some(cache), Some(selector)) = (caches.related(resource), related_selector(kind, &parent)) else {
+            continue;
+        };
+        let hits = cache.store.in_namespace(&ns, |o| matches(&selector, o.labels()));
+        related.extend(hits.into_iter().map(|object| Observation { resource: cache.resource.clone(), object }));
+    }
+    let parent_ref = ObjectRef::from_obj_with(parent.as_ref(), parent_resource.clone());
+    let in_flight = expectations.in_flight(&parent_ref, |key| {
+        let child = children.iter().find(|c| {
+            c.resource.kind == key.kind && c.resource.api_version == key.api_version && c.object.name_any() == key.name
+        });
+        Seen::of(child.map(|c| c.object.as_ref()))
+    });
+    Observed { parent, parent_resource: parent_resource.clone(), children, related, in_flight, now: now_millis() }
+}
+
+/// `obj` as Events reference it.
+pub fn reference_of(obj: &DynamicObject, resource: &ApiResource) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(resource.api_version.clone()),
+        kind: Some(resource.kind.clone()),
+        namespace: obj.namespace(),
+        name: Some(obj.name_any()),
+        uid: obj.uid(),
+        ..ObjectReference::default()
+    }
+}
+
+pub fn now_millis() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

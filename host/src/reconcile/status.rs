@@ -1,0 +1,193 @@
+//! The parent's next status, and writing it only when it changed.
+//!
+//! Any kind works the same way: the status is JSON; the policy's status replaces the
+//! current one; the host keeps one condition of its own, `PolicyFailed`, set while the
+//! policy cannot decide and cleared when it can. A status equal to the current one is
+//! not written, nor one equal to what this operator last wrote when the parent has
+//! not changed since: a CRD whose schema prunes or defaults part of what a policy
+//! writes would otherwise be written at every reconcile.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use parking_lot::Mutex;
+use serde_json::{Map, Value};
+
+use super::observe::ParentRef;
+use crate::conditions::{self, POLICY_FAILED};
+use crate::error::Result;
+
+/// What the policy failed with, for the `PolicyFailed` condition.
+pub struct Failure<'a> {
+    pub reason: &'a str,
+    pub message: &'a str,
+}
+
+/// The status `parent` should have: `from_policy` when the policy decided one (else
+/// the current one), with `PolicyFailed` set from `failure` or cleared.
+pub fn next(parent: &DynamicObject, from_policy: Option<Value>, failure: Option<Failure<'_>>) -> Value {
+    let current = current(parent);
+    let mut next = from_policy.unwrap_or_else(|| current.clone());
+    let previous: Vec<Condition> = conditions_of(&current);
+    let mut list: Vec<Condition> = conditions_of(&next);
+    let Some(map) = next.as_object_mut() else { return next };
+    let had = list.iter().any(|c| c.type_ == POLICY_FAILED) || previous.iter().any(|c| c.type_ == POLICY_FAILED);
+    list.retain(|c| c.type_ != POLICY_FAILED);
+    if let Some(f) = &failure {
+        let new = conditions::new(POLICY_FAILED, "True", f.reason, f.message, parent.metadata.generation);
+        conditions::set(&mut list, &previous, new);
+    }
+    // Touch `conditions` only when the host's condition is or was there: a status
+    // without conditions (or a schema without them) stays as the policy wrote it.
+    if failure.is_some() || had {
+        if list.is_empty() {
+            map.remove("conditions");
+        } else {
+            map.insert("conditions".into(), serde_json::to_value(&list).unwrap_or_default());
+        }
+    }
+    next
+}
+
+pub fn current(parent: &DynamicObject) -> Value {
+    match parent.data.get("status") {
+        Some(s) if s.is_object() => s.clone(),
+        _ => Value::Object(Map::new()),
+    }
+}
+
+fn conditions_of(status: &Value) -> Vec<Condition> {
+    status.get("conditions").and_then(|c| serde_json::from_value(c.clone()).ok()).unwrap_or_default()
+}
+
+/// What this operator last wrote to each parent's status: the parent's
+/// resourceVersion after the write, and a hash of the status asked for.
+#[derive(Default)]
+pub struct Written(Mutex<HashMap<ParentRef, (String, u64)>>);
+
+impl Written {
+    pub fn forget(&self, parent: &ParentRef) {
+        self.0.lock().remove(parent);
+    }
+}
+
+/// Writes `next` as `parent`'s status unless nothing would change. Returns whether it
+/// wrote.
+pub async fn write(
+    api: &Api<DynamicObject>,
+    written: &Written,
+    key: &ParentRef,
+    parent: &DynamicObject,
+    next: Value,
+) -> Result<bool> {
+    let current = current(parent);
+    if next == current {
+        return Ok(false);
+    }
+    let hash = hash_of(&next);
+    let rv = parent.resource_version().unwrap_or_default();
+    if written.0.lock().get(key).is_some_and(|(at, h)| *at == rv && *h == hash) {
+        return Ok(false);
+    }
+    // A merge patch of just the difference: no resourceVersion to conflict on (this
+    // operator is the status's only writer) and nothing resent that did not change.
+    let patch = serde_json::json!({ "status": merge_diff(&current, &next) });
+    let updated = api.patch_status(&parent.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    written.0.lock().insert(key.clone(), (updated.resource_version().unwrap_or_default(), hash));
+    Ok(true)
+}
+
+/// The JSON merge patch (RFC 7386) that turns `from` into `to`.
+pub fn merge_diff(from: &Value, to: &Value) -> Value {
+    match (from, to) {
+        (Value::Object(f), Value::Object(t)) => {
+            let mut patch = Map::new();
+            for (k, v) in t {
+                match f.get(k) {
+                    Some(old) if old == v => {}
+                    Some(old) if old.is_object() && v.is_object() => {
+                        patch.insert(k.clone(), merge_diff(old, v));
+                    }
+                    _ => {
+                        patch.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            for k in f.keys().filter(|k| !t.contains_key(*k)) {
+                patch.insert(k.clone(), Value::Null);
+            }
+            Value::Object(patch)
+        }
+        (_, to) => to.clone(),
+    }
+}
+
+fn hash_of(v: &Value) -> u64 {
+    let mut h = DefaultHasher::new();
+    v.to_string().hash(&mut h);
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parent(status: Value) -> DynamicObject {
+        let ar = kube::api::ApiResource::erase::<crate::crd::PodSet>(&());
+        let mut p = DynamicObject::new("web", &ar).within("ns");
+        p.metadata.generation = Some(3);
+        p.data = json!({ "spec": {}, "status": status });
+        p
+    }
+
+    fn apply(base: &Value, patch: &Value) -> Value {
+        match (base, patch) {
+            (Value::Object(b), Value::Object(p)) => {
+                let mut out = b.clone();
+                for (k, v) in p {
+                    if v.is_null() {
+                        out.remove(k);
+                    } else {
+                        out.insert(k.clone(), apply(b.get(k).unwrap_or(&Value::Null), v));
+                    }
+                }
+                Value::Object(out)
+            }
+            (_, p) => p.clone(),
+        }
+    }
+
+    #[test]
+    fn a_merge_diff_applied_to_the_old_status_gives_the_new_one() {
+        let from = json!({ "a": 1, "b": { "c": 2, "d": 3 }, "gone": true, "list": [1, 2] });
+        let to = json!({ "a": 1, "b": { "c": 5 }, "list": [2], "new": "x" });
+        let diff = merge_diff(&from, &to);
+        assert_eq!(diff, json!({ "b": { "c": 5, "d": null }, "gone": null, "list": [2], "new": "x" }));
+        assert_eq!(apply(&from, &diff), to);
+        assert_eq!(merge_diff(&to, &to), json!({}));
+    }
+
+    #[test]
+    fn policy_failed_is_set_kept_and_cleared() {
+        let p = parent(json!({ "nodes": ["a"] }));
+        let failed = next(&p, None, Some(Failure { reason: "DeadlineExceeded", message: "too slow" }));
+        assert_eq!(failed["nodes"], json!(["a"]), "what the policy wrote stays while it fails");
+        assert_eq!(failed["conditions"][0]["type"], json!(POLICY_FAILED));
+        let p = parent(failed.clone());
+        let again = next(&p, None, Some(Failure { reason: "DeadlineExceeded", message: "too slow" }));
+        assert_eq!(again, failed, "the same failure rewrites nothing (its transition time is kept)");
+        let recovered = next(&p, Some(json!({ "nodes": ["a", "b"] })), None);
+        assert_eq!(recovered, json!({ "nodes": ["a", "b"] }));
+    }
+
+    #[test]
+    fn a_status_without_the_host_condition_is_left_as_the_policy_wrote_it() {
+        let p = parent(json!({}));
+        let s = json!({ "phase": "Done", "speedBitsPerSec": 1e9 });
+        assert_eq!(next(&p, Some(s.clone()), None), s);
+    }
+}
