@@ -1,61 +1,150 @@
-//! Hostile policies for the sandbox tests: each cargo feature builds a component that
-//! misbehaves in one way. Built for wasm32 by `hack/policy.sh --fixtures`; never run
-//! natively.
+//! Hostile policies for the sandbox and operator tests: each cargo feature builds a
+//! component that misbehaves in one way. Built for wasm32 by `hack/policy.sh
+//! --fixtures`; never run natively.
+//!
+//! PodSet-world fixtures: `infinite-loop`, `memory-bomb`, `panic`, `action-flood`,
+//! `wrong-contract`, `wasi-import`. Any-kind fixtures: `generic-hostile` (reconciles
+//! PodSets and, depending on the parent's `fixture.podset.dev/attack` label, tries one
+//! thing the host must refuse) and `forbidden-kind` (declares a kind the operator's
+//! RBAC does not allow).
 
-#[cfg(not(feature = "wasi-import"))]
+#[cfg(not(any(feature = "wasi-import", feature = "generic-hostile", feature = "forbidden-kind")))]
 wit_bindgen::generate!({ path: "../wit", world: "podset-policy" });
 
 #[cfg(feature = "wasi-import")]
 wit_bindgen::generate!({ path: ["../wit", "wit"], world: "podset:fixtures/wasi-import", generate_all });
 
-use exports::podset::policy::policy::{Action, Guest, Input, PolicyError, PolicyInfo};
+#[cfg(any(feature = "generic-hostile", feature = "forbidden-kind"))]
+wit_bindgen::generate!({ path: "../wit", world: "reconcile-policy" });
+
+use exports::podset::policy::identity::Guest as Identity;
+use podset::policy::types::{Declarations, GroupVersionKind, PolicyInfo};
+
+/// The contract version, read from the WIT package line (a fixture that must be
+/// incompatible says so explicitly).
+fn contract() -> String {
+    if cfg!(feature = "wrong-contract") {
+        return "9.0.0".into();
+    }
+    const WIT: &str = include_str!("../../wit/policy.wit");
+    WIT.lines()
+        .find_map(|l| l.trim().strip_prefix("package podset:policy@"))
+        .map(|v| v.trim_end_matches(';').to_string())
+        .unwrap_or_default()
+}
+
+fn kind(group: &str, version: &str, kind: &str) -> GroupVersionKind {
+    GroupVersionKind { group: group.into(), version: version.into(), kind: kind.into() }
+}
 
 struct Fixture;
 
-impl Guest for Fixture {
+impl Identity for Fixture {
     fn info() -> PolicyInfo {
-        let contract = if cfg!(feature = "wrong-contract") { "9.0.0" } else { "0.1.0" };
+        let children = if cfg!(feature = "forbidden-kind") {
+            vec![kind("batch", "v1", "Job")]
+        } else if cfg!(feature = "generic-hostile") {
+            vec![kind("apps", "v1", "Deployment"), kind("", "v1", "ConfigMap")]
+        } else {
+            vec![kind("", "v1", "Pod")]
+        };
         PolicyInfo {
             name: "hostile-fixture".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            contract: contract.into(),
+            contract: contract(),
+            declares: Declarations {
+                parent: kind("app.example.com", "v1alpha1", "PodSet"),
+                children,
+                related: Vec::new(),
+                finalizer: None,
+            },
         }
     }
+}
 
-    #[allow(unused_variables, unreachable_code)]
-    fn decide(input: Input) -> Result<Vec<Action>, PolicyError> {
-        #[cfg(feature = "infinite-loop")]
-        {
-            let mut n = 0u64;
-            loop {
-                n = std::hint::black_box(n.wrapping_add(1));
+#[cfg(not(any(feature = "generic-hostile", feature = "forbidden-kind")))]
+mod podset_world {
+    use super::exports::podset::policy::podset::{Action, Guest, Input};
+    use super::podset::policy::types::PolicyError;
+
+    impl Guest for super::Fixture {
+        #[allow(unused_variables, unreachable_code)]
+        fn decide(input: Input) -> Result<Vec<Action>, PolicyError> {
+            #[cfg(feature = "infinite-loop")]
+            {
+                let mut n = 0u64;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
             }
-        }
-        #[cfg(feature = "memory-bomb")]
-        {
-            let mut hoard: Vec<Vec<u8>> = Vec::new();
-            loop {
-                hoard.push(std::hint::black_box(vec![1u8; 1 << 20]));
+            #[cfg(feature = "memory-bomb")]
+            {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(std::hint::black_box(vec![1u8; 1 << 20]));
+                }
             }
+            #[cfg(feature = "panic")]
+            {
+                // Like the default policy: report the panic message before aborting.
+                std::panic::set_hook(Box::new(|info| {
+                    super::podset::policy::log::log(super::podset::policy::log::Level::Error, &info.to_string())
+                }));
+                panic!("replicas {} is out of this policy's range", input.podset.replicas);
+            }
+            #[cfg(feature = "action-flood")]
+            {
+                return Ok((0..100_000).map(|i| Action::DeletePod(format!("{}-{i}", input.podset.name))).collect());
+            }
+            #[cfg(feature = "wasi-import")]
+            {
+                let n = super::wasi::random::random::get_random_u64();
+                return Ok(if n % 2 == 0 { Vec::new() } else { vec![Action::RequeueAfter(1)] });
+            }
+            Ok(Vec::new())
         }
-        #[cfg(feature = "panic")]
-        {
-            // Like the default policy: report the panic message before aborting.
-            std::panic::set_hook(Box::new(|info| {
-                podset::policy::log::log(podset::policy::log::Level::Error, &info.to_string())
-            }));
-            panic!("replicas {} is out of this policy's range", input.podset.replicas);
+    }
+}
+
+#[cfg(any(feature = "generic-hostile", feature = "forbidden-kind"))]
+mod reconcile_world {
+    use super::exports::podset::policy::reconciler::{Action, Guest, Input, ObjectKey};
+    use super::podset::policy::types::PolicyError;
+
+    /// The label on a parent saying which attack to try.
+    const ATTACK: &str = "fixture.podset.dev/attack";
+
+    impl Guest for super::Fixture {
+        fn decide(input: Input) -> Result<Vec<Action>, PolicyError> {
+            let attack = input.parent.meta.labels.iter().find(|kv| kv.key == ATTACK).map(|kv| kv.value.as_str());
+            let name = &input.parent.meta.name;
+            let configmap = |extra: &str| {
+                format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}-cm"{extra}}},"data":{{"a":"b"}}}}"#)
+            };
+            Ok(match attack {
+                // A child in another namespace.
+                Some("other-namespace") => vec![Action::Create(configmap(r#","namespace":"kube-system""#))],
+                // A kind it never declared.
+                Some("undeclared-kind") => vec![Action::Create(format!(
+                    r#"{{"apiVersion":"v1","kind":"Secret","metadata":{{"name":"{name}-secret"}},"stringData":{{"k":"v"}}}}"#
+                ))],
+                // A ConfigMap the parent does not control (the test creates it).
+                Some("foreign-child") => vec![Action::Delete(ObjectKey {
+                    kind: super::kind("", "v1", "ConfigMap"),
+                    name: "not-mine".into(),
+                })],
+                // A Deployment whose pod template runs privileged.
+                Some("privileged-template") => vec![Action::Apply(format!(
+                    r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"}},"spec":{{"replicas":1,"selector":{{"matchLabels":{{"app":"{name}"}}}},"template":{{"metadata":{{"labels":{{"app":"{name}"}}}},"spec":{{"containers":[{{"name":"c","image":"busybox:1.36","securityContext":{{"privileged":true}}}}]}}}}}}}}"#
+                ))],
+                // Owner references are the host's to set.
+                Some("owner-references") => vec![Action::Create(configmap(
+                    r#","ownerReferences":[{"apiVersion":"v1","kind":"Namespace","name":"default","uid":"x","controller":true}]"#,
+                ))],
+                // A harmless child: what the others are refused next to.
+                _ => vec![Action::Apply(configmap(""))],
+            })
         }
-        #[cfg(feature = "action-flood")]
-        {
-            return Ok((0..100_000).map(|i| Action::DeletePod(format!("{}-{i}", input.podset.name))).collect());
-        }
-        #[cfg(feature = "wasi-import")]
-        {
-            let n = wasi::random::random::get_random_u64();
-            return Ok(if n % 2 == 0 { Vec::new() } else { vec![Action::RequeueAfter(1)] });
-        }
-        Ok(Vec::new())
     }
 }
 
