@@ -328,3 +328,154 @@ pub fn to_policy_pod(pod: &DynamicObject) -> WitPod {
         restart_count: v.status.container_statuses.iter().map(|c| c.restart_count).sum(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::reconcile::check::check;
+    use crate::reconcile::observe::InFlight as Flight;
+    use crate::reconcile::observe::fixtures::{observed, pod, pods, podset, resolved};
+
+    fn create(name: PodName) -> Action {
+        Action::CreatePod(CreatePod { name, labels: Vec::new(), annotations: Vec::new() })
+    }
+
+    fn prefix() -> Action {
+        create(PodName::Prefix("web-".into()))
+    }
+
+    #[test]
+    fn pods_are_built_from_the_template_with_the_seed_labels_owned_and_restricted() {
+        let o = observed(podset(3), Vec::new());
+        let tier = Action::CreatePod(CreatePod {
+            name: PodName::Prefix("web-".into()),
+            labels: vec![KeyValue { key: "tier".into(), value: "web".into() }],
+            annotations: Vec::new(),
+        });
+        let plan = plan(vec![tier], &o).expect("plan");
+        let checked = check(plan, &o, &resolved(None)).expect("checks pass");
+        let pod = &checked.creates[0].object;
+        assert_eq!(pod.metadata.generate_name.as_deref(), Some("web-"));
+        let labels = pod.metadata.labels.as_ref().expect("labels");
+        assert_eq!((labels[SELECTOR_LABEL].as_str(), labels["tier"].as_str()), ("web", "web"));
+        assert_eq!((labels["app"].as_str(), labels["version"].as_str()), ("web", "v0.1"), "the seed's labels");
+        let owner = &pod.metadata.owner_references.as_ref().expect("owner")[0];
+        assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("PodSet", "uid-web"));
+        let spec = &pod.data["spec"];
+        assert_eq!(spec["securityContext"]["runAsNonRoot"], json!(true));
+        assert_eq!(spec["containers"][0]["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+        assert_eq!(spec["containers"][0]["image"], json!("busybox:1.36"));
+    }
+
+    #[test]
+    fn a_template_with_an_app_label_keeps_it_and_one_that_weakens_the_context_is_refused() {
+        let mut ps = podset(1);
+        ps.data["spec"]["template"] = json!({
+            "metadata": { "labels": { "app": "mine", SELECTOR_LABEL: "other" } },
+            "spec": { "containers": [{ "name": "c", "image": "busybox:1.36" }] }
+        });
+        let o = observed(ps.clone(), Vec::new());
+        let checked = check(plan(vec![prefix()], &o).expect("plan"), &o, &resolved(None)).expect("passes");
+        let labels = checked.creates[0].object.metadata.labels.clone().expect("labels");
+        assert_eq!(labels["app"], "mine");
+        assert!(!labels.contains_key("version"), "the seed's labels come only with its app label");
+        assert_eq!(labels[SELECTOR_LABEL], "web", "a template cannot steal the selector");
+        ps.data["spec"]["template"]["spec"]["volumes"] = json!([{ "name": "h", "hostPath": { "path": "/" } }]);
+        let o = observed(ps, Vec::new());
+        let e = check(plan(vec![prefix()], &o).expect("plan"), &o, &resolved(None)).expect_err("refused");
+        assert!(e.to_string().contains("hostPath"), "{e}");
+    }
+
+    #[test]
+    fn creations_beyond_the_spec_are_refused_counting_what_is_active_and_in_flight() {
+        let o = observed(podset(2), vec![(pods(), pod("web-a", "Running")), (pods(), pod("web-f", "Failed"))]);
+        let e = plan(vec![prefix(), prefix()], &o).expect_err("too many");
+        assert!(e.to_string().contains("allows 1"), "{e}");
+        let mut busy = o.clone();
+        busy.in_flight = Flight {
+            creations: vec![ChildKey { api_version: "v1".into(), kind: "Pod".into(), name: "web-b".into() }],
+            deletions: Vec::new(),
+        };
+        assert!(plan(vec![prefix()], &busy).is_err());
+        assert!(plan(vec![prefix()], &o).is_ok());
+        let o = observed(podset(2), Vec::new());
+        assert!(plan(vec![prefix(), prefix()], &o).is_ok());
+    }
+
+    #[test]
+    fn the_selector_label_is_the_hosts() {
+        let o = observed(podset(2), Vec::new());
+        let steal = Action::CreatePod(CreatePod {
+            name: PodName::Prefix("web-".into()),
+            labels: vec![KeyValue { key: SELECTOR_LABEL.into(), value: "other".into() }],
+            annotations: Vec::new(),
+        });
+        assert!(matches!(plan(vec![steal], &o), Err(Rejection::Reserved { .. })));
+    }
+
+    #[test]
+    fn status_must_describe_this_podset() {
+        let o = observed(podset(3), vec![(pods(), pod("web-a", "Running"))]);
+        let s = |names: Vec<&str>, avail, generation, conditions: Vec<Condition>| {
+            Action::UpdateStatus(PodsetStatus {
+                pod_names: names.into_iter().map(String::from).collect(),
+                available_replicas: avail,
+                observed_generation: generation,
+                conditions,
+            })
+        };
+        let cond = |t: &str, reason: &str| Condition {
+            type_: t.into(),
+            status: ConditionStatus::True,
+            reason: reason.into(),
+            message: String::new(),
+        };
+        assert!(plan(vec![s(vec!["web-a"], 1, 2, vec![cond("Available", "Fine")])], &o).is_ok());
+        assert!(plan(vec![s(vec!["db-0"], 1, 2, vec![])], &o).is_err());
+        assert!(plan(vec![s(vec!["web-a"], 2, 2, vec![])], &o).is_err());
+        assert!(plan(vec![s(vec!["web-a"], 1, 3, vec![])], &o).is_err());
+        assert!(plan(vec![s(vec![], 0, 2, vec![cond("PolicyFailed", "Fine")])], &o).is_err());
+        assert!(plan(vec![s(vec![], 0, 2, vec![cond("Available", "not camel")])], &o).is_err());
+        assert!(plan(vec![s(vec![], 0, 2, vec![cond("Available", "A"), cond("Available", "B")])], &o).is_err());
+    }
+
+    #[test]
+    fn condition_transition_times_move_only_when_the_status_does() {
+        let o = observed(podset(1), Vec::new());
+        let status = |st: ConditionStatus| {
+            Action::UpdateStatus(PodsetStatus {
+                pod_names: Vec::new(),
+                available_replicas: 0,
+                observed_generation: 2,
+                conditions: vec![Condition {
+                    type_: "Available".into(),
+                    status: st,
+                    reason: "R".into(),
+                    message: "m".into(),
+                }],
+            })
+        };
+        let first = plan(vec![status(ConditionStatus::False)], &o).expect("plan").status.expect("status");
+        let mut back = first.clone();
+        back["conditions"][0]["lastTransitionTime"] = json!("2020-01-01T00:00:00Z");
+        let mut ps = podset(1);
+        ps.data["status"] = back;
+        let o = observed(ps, Vec::new());
+        let same = plan(vec![status(ConditionStatus::False)], &o).expect("plan").status.expect("status");
+        assert_eq!(same["conditions"][0]["lastTransitionTime"], json!("2020-01-01T00:00:00Z"));
+        let flipped = plan(vec![status(ConditionStatus::True)], &o).expect("plan").status.expect("status");
+        assert_ne!(flipped["conditions"][0]["lastTransitionTime"], json!("2020-01-01T00:00:00Z"));
+    }
+
+    #[test]
+    fn the_policy_sees_its_pods_and_what_is_in_flight() {
+        let mut o = observed(podset(3), vec![(pods(), pod("web-a", "Running")), (pods(), pod("web-b", "Pending"))]);
+        o.in_flight.deletions = vec![ChildKey { api_version: "v1".into(), kind: "Pod".into(), name: "web-b".into() }];
+        let i = input(&o).expect("input");
+        assert_eq!((i.podset.replicas, i.podset.generation, i.pods.len()), (3, 2, 2));
+        assert_eq!(i.pods[0].phase, PodPhase::Running);
+        assert_eq!(i.in_flight.deletions, vec!["web-b".to_string()]);
+    }
+}

@@ -268,3 +268,93 @@ fn json_subset(want: &Value, have: &Value) -> bool {
 pub fn child_resource<'a>(resolved: &'a Resolved, key: &ChildKey) -> Option<&'a ApiResource> {
     resolved.children.iter().find(|r| r.api_version == key.api_version && r.kind == key.kind)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::reconcile::observe::fixtures::{configmap, deployments, observed, pod, pods, podset, resolved};
+
+    fn plan_creating(object: Value) -> Plan {
+        Plan { creates: vec![object], ..Plan::default() }
+    }
+
+    #[test]
+    fn a_child_gets_the_namespace_the_controller_reference_and_the_host_label() {
+        let o = observed(podset(1), Vec::new());
+        let checked = check(plan_creating(configmap("web-cm", json!({}))), &o, &resolved(None)).expect("passes");
+        let child = &checked.creates[0].object;
+        assert_eq!(child.metadata.namespace.as_deref(), Some("ns"));
+        let owner = &child.metadata.owner_references.as_ref().expect("owner")[0];
+        assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("PodSet", "uid-web", Some(true)));
+        assert_eq!(child.metadata.labels.as_ref().expect("labels")[MANAGED_BY_LABEL], MANAGED_BY);
+    }
+
+    #[test]
+    fn what_a_policy_may_not_do_is_refused_before_any_call() {
+        let o = observed(podset(1), vec![(pods(), pod("web-a", "Running"))]);
+        let r = resolved(None);
+        let refused = |plan: Plan| check(plan, &o, &r).expect_err("refused");
+        let secret = json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "s" } });
+        assert!(matches!(refused(plan_creating(secret)), Rejection::UndeclaredKind { .. }));
+        let elsewhere = configmap("web-cm", json!({ "namespace": "kube-system" }));
+        assert!(matches!(refused(plan_creating(elsewhere)), Rejection::OtherNamespace { .. }));
+        let owned = configmap(
+            "web-cm",
+            json!({ "ownerReferences": [{ "apiVersion": "v1", "kind": "X", "name": "x", "uid": "u" }] }),
+        );
+        assert!(matches!(refused(plan_creating(owned)), Rejection::Reserved { .. }));
+        let foreign = ChildKey { api_version: "v1".into(), kind: "ConfigMap".into(), name: "not-mine".into() };
+        assert!(matches!(refused(Plan { deletes: vec![foreign], ..Plan::default() }), Rejection::NotOwned { .. }));
+        let bad_name = configmap("Web_CM", json!({}));
+        assert!(matches!(refused(plan_creating(bad_name)), Rejection::InvalidSyntax { .. }));
+        let bad_label = configmap("web-cm", json!({ "labels": { "tier": "not valid!" } }));
+        assert!(matches!(refused(plan_creating(bad_label)), Rejection::InvalidSyntax { .. }));
+        let privileged = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "web" },
+            "spec": { "template": { "spec": { "containers": [{ "name": "c", "securityContext": { "privileged": true } }] } } }
+        });
+        let e = refused(Plan { applies: vec![privileged], ..Plan::default() });
+        assert!(matches!(&e, Rejection::Weakened { .. }) && e.to_string().contains("privileged"), "{e}");
+        assert!(matches!(refused(Plan { status: Some(json!([1])), ..Plan::default() }), Rejection::InvalidStatus(_)));
+        assert!(matches!(refused(Plan { finalize: true, ..Plan::default() }), Rejection::NoFinalizer));
+        let r = resolved(Some("example.com/cleanup"));
+        assert!(matches!(check(Plan { finalize: true, ..Plan::default() }, &o, &r), Err(Rejection::NotDeleting)));
+        let shouting = Note { warning: false, reason: "not camel".into(), message: String::new(), regarding: None };
+        assert!(matches!(refused(Plan { events: vec![shouting], ..Plan::default() }), Rejection::InvalidEvent(_)));
+    }
+
+    #[test]
+    fn deletes_carry_the_uid_and_an_apply_that_changes_nothing_is_dropped() {
+        let mut deployment = DynamicObject::new("web", &deployments()).within("ns");
+        deployment.metadata.uid = Some("uid-dep".into());
+        deployment.metadata.labels = Some([(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())].into());
+        deployment.metadata.owner_references = pod("x", "Running").metadata.owner_references;
+        deployment.data = json!({ "spec": { "replicas": 3, "template": { "spec": { "containers": [{
+            "name": "m", "image": "memcached:1.6.18", "imagePullPolicy": "IfNotPresent",
+            "securityContext": { "allowPrivilegeEscalation": false, "privileged": false, "runAsNonRoot": true,
+                                 "capabilities": { "drop": ["ALL"] } } }],
+            "securityContext": { "runAsNonRoot": true, "seccompProfile": { "type": "RuntimeDefault" } } } } },
+            "status": { "readyReplicas": 3 } });
+        let o = observed(podset(1), vec![(pods(), pod("web-a", "Running")), (deployments(), deployment)]);
+        let same = json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "web" },
+            "spec": { "replicas": 3, "template": { "spec": { "containers": [{ "name": "m", "image": "memcached:1.6.18" }] } } } });
+        let mut scaled = same.clone();
+        scaled["spec"]["replicas"] = json!(5);
+        let web_a = ChildKey { api_version: "v1".into(), kind: "Pod".into(), name: "web-a".into() };
+        let plan = Plan { applies: vec![same, scaled], deletes: vec![web_a.clone(), web_a], ..Plan::default() };
+        let checked = check(plan, &o, &resolved(None)).expect("passes");
+        assert_eq!(checked.applies.len(), 1, "only the apply that changes something");
+        assert_eq!(checked.applies[0].object.data["spec"]["replicas"], json!(5));
+        assert_eq!(checked.deletes.len(), 1, "a child is deleted once");
+        assert_eq!(checked.deletes[0].uid, "uid-web-a");
+    }
+
+    #[test]
+    fn requeues_are_clamped() {
+        let o = observed(podset(1), Vec::new());
+        let c = check(Plan { requeue_ms: Some(1), ..Plan::default() }, &o, &resolved(None)).expect("passes");
+        assert_eq!(c.requeue, Some(MIN_REQUEUE));
+    }
+}

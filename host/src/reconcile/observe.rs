@@ -143,3 +143,87 @@ pub fn reference_of(obj: &DynamicObject, resource: &ApiResource) -> ObjectRefere
 pub fn now_millis() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
+
+/// Observed states for unit tests, built the way the caches hold them.
+#[cfg(test)]
+pub mod fixtures {
+    use std::sync::Arc;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::api::{ApiResource, DynamicObject};
+    use serde_json::{Value, json};
+
+    use super::{InFlight, Observation, Observed};
+    use crate::kubernetes::access::Resolved;
+
+    pub fn podsets() -> ApiResource {
+        ApiResource::erase::<crate::crd::PodSet>(&())
+    }
+
+    pub fn pods() -> ApiResource {
+        ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&())
+    }
+
+    pub fn deployments() -> ApiResource {
+        ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&())
+    }
+
+    /// A PodSet `web` in namespace `ns`, generation 2.
+    pub fn podset(replicas: i32) -> DynamicObject {
+        let mut p = DynamicObject::new("web", &podsets()).within("ns");
+        p.metadata.uid = Some("uid-web".into());
+        p.metadata.generation = Some(2);
+        p.metadata.resource_version = Some("7".into());
+        p.data = json!({ "spec": { "replicas": replicas } });
+        p
+    }
+
+    /// A pod `name` the PodSet controls, in `phase`.
+    pub fn pod(name: &str, phase: &str) -> DynamicObject {
+        let mut p = DynamicObject::new(name, &pods()).within("ns");
+        p.metadata.uid = Some(format!("uid-{name}"));
+        p.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "app.example.com/v1alpha1".into(),
+            kind: "PodSet".into(),
+            name: "web".into(),
+            uid: "uid-web".into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }]);
+        p.data = json!({ "spec": { "containers": [] }, "status": { "phase": phase } });
+        p
+    }
+
+    pub fn observed(parent: DynamicObject, children: Vec<(ApiResource, DynamicObject)>) -> Observed {
+        Observed {
+            parent_resource: podsets(),
+            parent: Arc::new(parent),
+            children: children
+                .into_iter()
+                .map(|(r, o)| Observation { resource: Arc::new(r), object: Arc::new(o) })
+                .collect(),
+            related: Vec::new(),
+            in_flight: InFlight::default(),
+            now: 1_700_000_000_000,
+        }
+    }
+
+    /// What a policy reconciling PodSets with pod, Deployment and ConfigMap children resolves to.
+    pub fn resolved(finalizer: Option<&str>) -> Resolved {
+        Resolved {
+            parent: podsets(),
+            children: vec![pods(), deployments(), ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&())],
+            related: Vec::new(),
+            finalizer: finalizer.map(String::from),
+        }
+    }
+
+    pub fn configmap(name: &str, extra: Value) -> Value {
+        let mut v =
+            json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name }, "data": { "a": "b" } });
+        if let (Some(m), Some(e)) = (v["metadata"].as_object_mut(), extra.as_object()) {
+            m.extend(e.clone());
+        }
+        v
+    }
+}
