@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::kubernetes::cache::{CacheHealth, Caches};
 use crate::kubernetes::events::Events;
 use crate::kubernetes::watches::Watches;
+use crate::crd::ReconcilePolicy;
 use crate::metrics::Metrics;
 use crate::reconcile::controller::Kinds;
 use crate::reconcile::expectations::Expectations;
@@ -20,6 +22,15 @@ use crate::reconcile::observe::ParentRef;
 use crate::reconcile::status::Written;
 use crate::registry::Registry;
 use crate::sandbox::PolicyEngine;
+
+/// The knobs a [`Context`] is made with.
+pub struct ContextSettings {
+    pub namespace: Option<String>,
+    pub resync: Duration,
+    pub concurrency: u16,
+    /// Shared with the client's write counter.
+    pub metrics: Arc<Metrics>,
+}
 
 pub struct Context {
     pub client: Client,
@@ -46,6 +57,29 @@ pub struct Context {
 }
 
 impl Context {
+    /// A context for `client`, with no policy loaded yet.
+    pub fn new(client: Client, engine: Arc<PolicyEngine>, settings: ContextSettings, shutdown: CancellationToken) -> Arc<Self> {
+        let metrics = settings.metrics;
+        let recorder = Recorder::new(client.clone(), Reporter { controller: "podset-host".into(), instance: None });
+        Arc::new(Context {
+            watches: Watches::new(client.clone(), settings.namespace.clone(), shutdown.clone()),
+            client,
+            namespace: settings.namespace,
+            engine,
+            registry: Registry::default(),
+            kinds: Kinds::default(),
+            expectations: Arc::new(Expectations::default()),
+            written: Written::default(),
+            events: Events::new(recorder),
+            metrics,
+            policy_cache: CacheHealth::of::<ReconcilePolicy>(),
+            resync: settings.resync,
+            concurrency: settings.concurrency,
+            failures: Mutex::default(),
+            shutdown,
+        })
+    }
+
     /// Every cache the operator holds now (they come and go with policies).
     pub fn caches(&self) -> Caches {
         let mut all = vec![self.policy_cache.clone()];

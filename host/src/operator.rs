@@ -17,24 +17,16 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::PartialObjectMeta;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
 use kube::{Api, Client};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use crate::context::Context;
-use crate::crd::ReconcilePolicy;
-use crate::kubernetes::cache::CacheHealth;
+use crate::context::{Context, ContextSettings};
 use crate::kubernetes::client;
-use crate::kubernetes::events::Events;
-use crate::kubernetes::watches::Watches;
 use crate::metrics::Metrics;
-use crate::reconcile::controller::{Kinds, SHUTDOWN_GRACE};
-use crate::reconcile::expectations::Expectations;
-use crate::reconcile::status::Written;
-use crate::registry::Registry;
+use crate::reconcile::controller::SHUTDOWN_GRACE;
 use crate::sandbox::{Limits, PolicyEngine};
 use crate::sources;
 
@@ -76,24 +68,13 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
     let metrics = Arc::new(Metrics::default());
     let client = client::client(metrics.api_writes.clone()).await?;
     let engine = Arc::new(PolicyEngine::new(settings.limits.clone())?);
-    let recorder = Recorder::new(client.clone(), Reporter { controller: "podset-host".into(), instance: None });
-    let ctx = Arc::new(Context {
-        watches: Watches::new(client.clone(), settings.namespace.clone(), shutdown.clone()),
-        client,
+    let knobs = ContextSettings {
         namespace: settings.namespace.clone(),
-        engine,
-        registry: Registry::default(),
-        kinds: Kinds::default(),
-        expectations: Arc::new(Expectations::default()),
-        written: Written::default(),
-        events: Events::new(recorder),
-        metrics,
-        policy_cache: CacheHealth::of::<ReconcilePolicy>(),
         resync: settings.resync,
         concurrency: settings.concurrency,
-        failures: Default::default(),
-        shutdown,
-    });
+        metrics,
+    };
+    let ctx = Context::new(client, engine, knobs, shutdown);
 
     let mut pending = BTreeSet::new();
     for path in &settings.policies {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -32,10 +32,10 @@ use tracing::{Instrument, info_span, warn};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::kubernetes::events::{Origin, event};
-use crate::registry::{Registry, Selection};
+use crate::registry::{Admitted, Registry, Selection};
 use controller::KindState;
 use decide::Failed;
-use observe::ParentRef;
+use observe::{Observed, ParentRef};
 
 /// Backoff after a failed reconcile: doubles from `BACKOFF_BASE` up to `BACKOFF_MAX`,
 /// reset by a success.
@@ -80,7 +80,7 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
         Selection::Loading => return Ok(Action::requeue(LOADING_RETRY)),
         Selection::Unavailable(why) => {
             if parent.metadata.deletion_timestamp.is_none() {
-                report_failure(ctx, kind, &parent, "PolicyUnavailable", &why).await;
+                report_failure(ctx, &kind.resource, &parent, "PolicyUnavailable", &why).await;
             }
             return Err(Error::NoPolicy(why));
         }
@@ -105,31 +105,41 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
     }
 
     let observed = observe::gather(parent.clone(), &kind.resource, resolved, kind.as_ref(), &ctx.expectations);
+    act(ctx, &admitted, &observed).await.map(Action::requeue)
+}
+
+/// Decides for `observed` with `admitted`, checks the decision and performs it.
+/// Returns when to look again. The part of a reconcile that talks to the API server,
+/// separate from the caches so it can be driven in-process.
+pub async fn act(ctx: &Context, admitted: &Admitted, observed: &Observed) -> Result<Duration> {
+    let parent = &observed.parent;
+    let resolved = &admitted.resolved;
     let label = admitted.policy.label().to_string();
-    let plan = match decide::decide(&ctx.engine, &admitted, &observed).await {
+    let resource = &observed.parent_resource;
+    let plan = match decide::decide(&ctx.engine, admitted, observed).await {
         Ok((plan, took)) => {
             ctx.metrics.decided(took, observed.children.len());
             plan
         }
         Err(Failed::Policy(source)) => {
-            report_failure(ctx, kind, &parent, source.reason(), &source.to_string()).await;
+            report_failure(ctx, resource, parent, source.reason(), &source.to_string()).await;
             return Err(Error::Policy { policy: label, source });
         }
         Err(Failed::Rejected(rejection)) => {
-            report_failure(ctx, kind, &parent, "InvalidDecision", &rejection.to_string()).await;
+            report_failure(ctx, resource, parent, "InvalidDecision", &rejection.to_string()).await;
             return Err(Error::Rejected { policy: label, rejection });
         }
     };
-    let checked = match check::check(plan, &observed, resolved) {
+    let checked = match check::check(plan, observed, resolved) {
         Ok(c) => c,
         Err(rejection) => {
-            report_failure(ctx, kind, &parent, "InvalidDecision", &rejection.to_string()).await;
+            report_failure(ctx, resource, parent, "InvalidDecision", &rejection.to_string()).await;
             return Err(Error::Rejected { policy: label, rejection });
         }
     };
     let requeue = checked.requeue.unwrap_or(ctx.resync);
-    execute::execute(ctx, &observed, &admitted, checked).await?;
-    Ok(Action::requeue(requeue))
+    execute::execute(ctx, observed, admitted, checked).await?;
+    Ok(requeue)
 }
 
 /// Waits for `ready`, unless the operator shuts down first; returns whether it is ready.
@@ -142,15 +152,14 @@ async fn until(ctx: &Context, ready: impl std::future::Future<Output = ()>) -> b
 
 /// Reports a parent its policy could not decide for: Warning Event, PolicyFailed
 /// condition, metric. Its children are left exactly as they are.
-async fn report_failure(ctx: &Context, kind: &KindState, parent: &DynamicObject, reason: &str, message: &str) {
+async fn report_failure(ctx: &Context, resource: &ApiResource, parent: &DynamicObject, reason: &str, message: &str) {
     ctx.metrics.policy_failure(reason);
-    let reference = observe::reference_of(parent, &kind.resource);
+    let reference = observe::reference_of(parent, resource);
     let ev = event(EventType::Warning, "PolicyFailed", "Reconcile", format!("{reason}: {message}"), None);
     ctx.events.publish(&reference, ev, Origin::Host).await;
     let next = status::next(parent, None, Some(status::Failure { reason, message }));
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &parent.namespace().unwrap_or_default(), &kind.resource);
-    let key = ObjectRef::from_obj_with(parent, kind.resource.clone());
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &parent.namespace().unwrap_or_default(), resource);
+    let key = ObjectRef::from_obj_with(parent, resource.clone());
     if let Err(e) = status::write(&api, &ctx.written, &key, parent, next).await {
         warn!(object = %parent.name_any(), "cannot write the PolicyFailed condition: {e}");
     }

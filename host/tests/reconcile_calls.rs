@@ -1,0 +1,198 @@
+//! One reconcile, in process, against a kube client whose transport is a
+//! `tower_test` mock: the exact API requests a decision turns into, with the real
+//! compiled policy deciding. Pins what no cluster test can see so precisely: the
+//! order of writes, the UID preconditions, and zero requests once converged.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{ApiResource, DynamicObject};
+use kube::client::Body;
+use kube::Client;
+use podset_host::context::{Context, ContextSettings};
+use podset_host::kubernetes::access::Resolved;
+use podset_host::metrics::Metrics;
+use podset_host::reconcile::act;
+use podset_host::reconcile::observe::{InFlight, Observation, Observed};
+use podset_host::registry::Admitted;
+use podset_host::sandbox::{Limits, PolicyEngine};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// A request as the API server saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    body: Value,
+}
+
+impl Seen {
+    fn line(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+}
+
+/// An API server stand-in that answers every write the way the real one would, well
+/// enough for the client: the object back, with a name for generated names.
+fn api_server(seen: Arc<Mutex<Vec<Seen>>>) -> Client {
+    let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    tokio::spawn(async move {
+        let mut n = 0;
+        while let Some((req, respond)) = handle.next_request().await {
+            n += 1;
+            let method = req.method().to_string();
+            let path = req.uri().path().to_string();
+            let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            let mut body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            seen.lock().expect("log").push(Seen { method: method.clone(), path, body: body.clone() });
+            if let Some(prefix) = body["metadata"]["generateName"].as_str() {
+                body["metadata"]["name"] = json!(format!("{prefix}{n:05}"));
+            }
+            body["metadata"]["uid"] = json!(format!("uid-{n}"));
+            body["metadata"]["resourceVersion"] = json!(format!("{}", 100 + n));
+            let status = if method == "POST" { StatusCode::CREATED } else { StatusCode::OK };
+            let response = Response::builder().status(status).body(Body::from(body.to_string().into_bytes()));
+            respond.send_response(response.expect("response"));
+        }
+    });
+    Client::new(svc, "default")
+}
+
+fn podsets() -> ApiResource {
+    ApiResource::erase::<podset_host::crd::PodSet>(&())
+}
+
+fn pods() -> ApiResource {
+    ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&())
+}
+
+fn podset(replicas: i32, status: Value, digest: Option<&str>) -> DynamicObject {
+    let mut p = DynamicObject::new("web", &podsets()).within("ns");
+    p.metadata.uid = Some("uid-web".into());
+    p.metadata.generation = Some(2);
+    p.metadata.resource_version = Some("7".into());
+    p.metadata.annotations =
+        digest.map(|d| [(podset_host::reconcile::execute::DIGEST_ANNOTATION.to_string(), d.to_string())].into());
+    p.data = json!({ "spec": { "replicas": replicas }, "status": status });
+    p
+}
+
+fn pod(name: &str) -> DynamicObject {
+    let mut p = DynamicObject::new(name, &pods()).within("ns");
+    p.metadata.uid = Some(format!("uid-{name}"));
+    p.metadata.creation_timestamp = None;
+    p.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "app.example.com/v1alpha1".into(),
+        kind: "PodSet".into(),
+        name: "web".into(),
+        uid: "uid-web".into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    p.data = json!({ "spec": { "nodeName": "n1" }, "status": { "phase": "Running",
+        "conditions": [{ "type": "Ready", "status": "True" }] } });
+    p
+}
+
+struct Rig {
+    ctx: Arc<Context>,
+    admitted: Admitted,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let client = api_server(seen.clone());
+        let engine = Arc::new(PolicyEngine::new(Limits::default()).expect("engine"));
+        let policy = engine.load(&common::read_policy("podset.wasm")).expect("policy");
+        let settings = ContextSettings {
+            namespace: None,
+            resync: Duration::from_secs(300),
+            concurrency: 1,
+            metrics: Arc::new(Metrics::default()),
+        };
+        let ctx = Context::new(client, engine, settings, CancellationToken::new());
+        let resolved = Resolved { parent: podsets(), children: vec![pods()], related: Vec::new(), finalizer: None };
+        Rig { ctx, admitted: Admitted { policy, resolved }, seen }
+    }
+
+    fn digest(&self) -> String {
+        self.admitted.policy.digest().to_string()
+    }
+
+    async fn act(&self, parent: DynamicObject, children: Vec<DynamicObject>) -> Vec<Seen> {
+        self.seen.lock().expect("log").clear();
+        let observed = Observed {
+            parent: Arc::new(parent),
+            parent_resource: podsets(),
+            children: children
+                .into_iter()
+                .map(|o| Observation { resource: Arc::new(pods()), object: Arc::new(o) })
+                .collect(),
+            related: Vec::new(),
+            in_flight: InFlight::default(),
+            now: 1_700_000_000_000,
+        };
+        act(&self.ctx, &self.admitted, &observed).await.expect("reconcile");
+        self.seen.lock().expect("log").clone()
+    }
+}
+
+const PODSET: &str = "/apis/app.example.com/v1alpha1/namespaces/ns/podsets/web";
+const PODS: &str = "/api/v1/namespaces/ns/pods";
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
+
+#[tokio::test]
+async fn scaling_up_from_nothing_is_one_annotation_the_pods_their_events_and_one_status() {
+    let rig = Rig::new();
+    let seen = rig.act(podset(2, json!({}), None), Vec::new()).await;
+    let lines: Vec<String> = seen.iter().map(Seen::line).collect();
+    assert_eq!(
+        lines,
+        [
+            format!("PATCH {PODSET}"),
+            format!("POST {PODS}"),
+            format!("POST {EVENTS}"),
+            format!("POST {PODS}"),
+            format!("POST {EVENTS}"),
+            format!("PATCH {PODSET}/status"),
+        ]
+    );
+    assert_eq!(seen[0].body["metadata"]["annotations"][podset_host::reconcile::execute::DIGEST_ANNOTATION], json!(rig.digest()));
+    let pod = &seen[1].body;
+    assert_eq!(pod["metadata"]["generateName"], json!("web-"));
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], json!("uid-web"));
+    assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], json!(true));
+    assert_eq!(seen[5].body["status"]["observedGeneration"], json!(2));
+}
+
+#[tokio::test]
+async fn a_converged_podset_costs_no_request_at_all() {
+    let rig = Rig::new();
+    let pods = vec![pod("web-a"), pod("web-b")];
+    // The first pass writes the status the policy derives; the second sees it written.
+    let first = rig.act(podset(2, json!({}), Some(&rig.digest())), pods.clone()).await;
+    let status = first.iter().find(|s| s.path.ends_with("/status")).expect("a status write").body["status"].clone();
+    let again = rig.act(podset(2, status, Some(&rig.digest())), pods).await;
+    assert!(again.is_empty(), "converged, yet: {:?}", again.iter().map(Seen::line).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn scaling_down_deletes_with_uid_preconditions() {
+    let rig = Rig::new();
+    let seen = rig.act(podset(1, json!({}), Some(&rig.digest())), vec![pod("web-a"), pod("web-b"), pod("web-c")]).await;
+    let deletes: Vec<&Seen> = seen.iter().filter(|s| s.method == "DELETE").collect();
+    assert_eq!(deletes.len(), 2);
+    for d in deletes {
+        let name = d.path.rsplit('/').next().expect("name");
+        assert_eq!(d.body["preconditions"]["uid"], json!(format!("uid-{name}")), "{d:?}");
+    }
+    assert!(seen.last().is_some_and(|s| s.path.ends_with("/status")), "the status goes last");
+}
