@@ -76,11 +76,11 @@ pub async fn resolve(client: &Client, namespace: Option<&str>, d: &Declarations)
 fn needs(r: &Resolved) -> Vec<(&'static str, &ApiResource, Option<&'static str>)> {
     let mut needs = Vec::new();
     // The parent: watched, its metadata patched (finalizer, the deciding digest) and
-    // its status replaced.
+    // its status patched.
     for verb in ["get", "list", "watch", "patch"] {
         needs.push((verb, &r.parent, None));
     }
-    needs.push(("update", &r.parent, Some("status")));
+    needs.push(("patch", &r.parent, Some("status")));
     for child in &r.children {
         for verb in ["get", "list", "watch", "create", "patch", "delete"] {
             needs.push((verb, child, None));
