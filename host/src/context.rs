@@ -11,10 +11,11 @@ use kube::runtime::events::{Recorder, Reporter};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use crate::crd::ReconcilePolicy;
 use crate::kubernetes::cache::{CacheHealth, Caches};
 use crate::kubernetes::events::Events;
+use crate::kubernetes::leader::Leadership;
 use crate::kubernetes::watches::Watches;
-use crate::crd::ReconcilePolicy;
 use crate::metrics::Metrics;
 use crate::reconcile::controller::Kinds;
 use crate::reconcile::expectations::Expectations;
@@ -30,6 +31,8 @@ pub struct ContextSettings {
     pub concurrency: u16,
     /// Shared with the client's write counter.
     pub metrics: Arc<Metrics>,
+    /// Whether this replica may write (leader election).
+    pub leadership: Leadership,
 }
 
 pub struct Context {
@@ -54,11 +57,18 @@ pub struct Context {
     pub failures: Mutex<HashMap<ParentRef, u32>>,
     /// Cancelled when the operator shuts down.
     pub shutdown: CancellationToken,
+    /// Only the leader writes: every reconcile waits for this first.
+    pub leadership: Leadership,
 }
 
 impl Context {
     /// A context for `client`, with no policy loaded yet.
-    pub fn new(client: Client, engine: Arc<PolicyEngine>, settings: ContextSettings, shutdown: CancellationToken) -> Arc<Self> {
+    pub fn new(
+        client: Client,
+        engine: Arc<PolicyEngine>,
+        settings: ContextSettings,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
         let metrics = settings.metrics;
         let recorder = Recorder::new(client.clone(), Reporter { controller: "podset-host".into(), instance: None });
         Arc::new(Context {
@@ -77,6 +87,7 @@ impl Context {
             concurrency: settings.concurrency,
             failures: Mutex::default(),
             shutdown,
+            leadership: settings.leadership,
         })
     }
 

@@ -54,6 +54,58 @@ struct RunArgs {
     log_json: bool,
     #[command(flatten)]
     sandbox: SandboxArgs,
+    #[command(flatten)]
+    leader: LeaderArgs,
+}
+
+/// Leader election: several replicas run, the Lease holder acts, the others keep
+/// their caches warm and take over when it goes.
+#[derive(Args)]
+struct LeaderArgs {
+    /// Take part in leader election (off for a single process, on in the Deployment).
+    #[arg(long, env = "LEADER_ELECT")]
+    leader_elect: bool,
+    /// The Lease's name.
+    #[arg(long, env = "LEASE_NAME", default_value = "podset-host")]
+    lease_name: String,
+    /// The Lease's namespace [default: the pod's namespace (POD_NAMESPACE, or the
+    /// service account's), else `default`].
+    #[arg(long, env = "LEASE_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// How long the Lease holds after its last renewal.
+    #[arg(long, env = "LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    lease_duration: Duration,
+    /// How long the leader may go without renewing before it stops acting; less than
+    /// the lease duration.
+    #[arg(long, env = "LEASE_RENEW_DEADLINE", default_value = "10s", value_parser = humantime::parse_duration)]
+    lease_renew_deadline: Duration,
+    /// This replica's identity in the Lease [default: POD_NAME, else host name and pid].
+    #[arg(long, env = "LEASE_IDENTITY")]
+    lease_identity: Option<String>,
+}
+
+impl LeaderArgs {
+    fn settings(&self) -> Option<operator::LeaderSettings> {
+        if !self.leader_elect {
+            return None;
+        }
+        let namespace = self.lease_namespace.clone().or_else(|| std::env::var("POD_NAMESPACE").ok()).or_else(|| {
+            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                .ok()
+                .map(|s| s.trim().to_string())
+        });
+        let identity = self.lease_identity.clone().or_else(|| std::env::var("POD_NAME").ok()).unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            format!("{}-{}", host.trim(), std::process::id())
+        });
+        Some(operator::LeaderSettings {
+            lease: self.lease_name.clone(),
+            namespace: namespace.unwrap_or_else(|| "default".into()),
+            identity,
+            duration: self.lease_duration,
+            renew_deadline: self.lease_renew_deadline,
+        })
+    }
 }
 
 #[derive(Subcommand)]
@@ -159,6 +211,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 resync: args.resync,
                 metrics_addr: args.metrics_addr,
                 limits: args.sandbox.limits(),
+                leader: args.leader.settings(),
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(async {

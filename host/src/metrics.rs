@@ -6,6 +6,7 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -43,6 +44,7 @@ pub struct Metrics {
     policy_loads: Family<LoadLabels, Counter>,
     events_dropped: Counter,
     policies_refused: Family<ReasonLabels, Counter>,
+    leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -58,6 +60,7 @@ impl Default for Metrics {
             policy_loads: Family::default(),
             events_dropped: Counter::default(),
             policies_refused: Family::default(),
+            leader: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register("reconciles", "Reconciles run", m.reconciles.clone());
@@ -114,6 +117,10 @@ impl Metrics {
 
     pub fn policy_refused(&self, reason: &str) {
         self.policies_refused.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
+    }
+
+    pub fn leading(&self, acting: bool) {
+        self.leader.set(i64::from(acting));
     }
 
     pub fn event_dropped(&self) {

@@ -25,6 +25,8 @@ use tracing::{debug, error, info, warn};
 
 use crate::context::{Context, ContextSettings};
 use crate::kubernetes::client;
+pub use crate::kubernetes::leader::Settings as LeaderSettings;
+use crate::kubernetes::leader::{self, Leadership};
 use crate::metrics::Metrics;
 use crate::reconcile::controller::SHUTDOWN_GRACE;
 use crate::sandbox::{Limits, PolicyEngine};
@@ -41,6 +43,8 @@ pub struct Settings {
     pub resync: Duration,
     pub metrics_addr: SocketAddr,
     pub limits: Limits,
+    /// Leader election, or `None` for a single replica.
+    pub leader: Option<leader::Settings>,
 }
 
 /// A built operator, ready to run.
@@ -51,6 +55,10 @@ pub struct Operator {
     /// Files whose policy could not be admitted yet (a CRD not installed, the API
     /// server unreachable): retried while running.
     pending: BTreeSet<PathBuf>,
+    /// Cancelled after the controllers stopped: releases the Lease.
+    release: CancellationToken,
+    /// Cancelled if this replica loses leadership.
+    lost: CancellationToken,
 }
 
 /// Everything that can fail because of the user's input fails here, before anything
@@ -65,14 +73,30 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
     if settings.policies.is_empty() {
         anyhow::bail!("no policy given: pass --policy FILE (one per kind served)");
     }
+    if let Some(l) = &settings.leader {
+        l.validate()?;
+    }
     let metrics = Arc::new(Metrics::default());
     let client = client::client(metrics.api_writes.clone()).await?;
+    let (release, lost) = (CancellationToken::new(), CancellationToken::new());
+    let leadership = match settings.leader.clone() {
+        Some(l) => {
+            info!(lease = %l.lease, namespace = %l.namespace, identity = %l.identity, "leader election on; standing by");
+            let m = metrics.clone();
+            leader::start(client.clone(), l, shutdown.clone(), release.clone(), lost.clone(), move |a| m.leading(a))
+        }
+        None => {
+            metrics.leading(true);
+            Leadership::alone()
+        }
+    };
     let engine = Arc::new(PolicyEngine::new(settings.limits.clone())?);
     let knobs = ContextSettings {
         namespace: settings.namespace.clone(),
         resync: settings.resync,
         concurrency: settings.concurrency,
         metrics,
+        leadership,
     };
     let ctx = Context::new(client, engine, knobs, shutdown);
 
@@ -88,7 +112,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(Operator { ctx, listener, files: settings.policies, pending })
+    Ok(Operator { ctx, listener, files: settings.policies, pending, release, lost })
 }
 
 impl Operator {
@@ -99,7 +123,7 @@ impl Operator {
     /// Runs until the shutdown token given to [`build`] is cancelled, then stops
     /// gracefully.
     pub async fn run(self) -> anyhow::Result<()> {
-        let Operator { ctx, listener, files, pending } = self;
+        let Operator { ctx, listener, files, pending, release, lost } = self;
         let shutdown = ctx.shutdown.clone();
         ctx.kinds.sync(&ctx).await;
 
@@ -116,8 +140,13 @@ impl Operator {
         let http = serve(listener, ctx.clone());
         info!(namespace = ctx.namespace.as_deref().unwrap_or("<all>"), "podset-host started");
         let controllers = async {
-            shutdown.cancelled().await;
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = lost.cancelled() => shutdown.cancel(),
+            }
             ctx.kinds.stop_all().await;
+            // Only now: a standby taking over must not overlap this replica's writes.
+            release.cancel();
         };
         let file_watch = async {
             file_watch.await;
@@ -125,6 +154,9 @@ impl Operator {
         };
         let (_, _, http_result, _) = tokio::join!(controllers, policy_controller, http, file_watch);
         http_result?;
+        if lost.is_cancelled() {
+            anyhow::bail!("lost the leader lease");
+        }
         info!("stopped");
         Ok(())
     }
@@ -204,7 +236,7 @@ async fn serve(listener: TcpListener, ctx: Arc<Context>) -> anyhow::Result<()> {
                 let mut problems = ctx.registry.file_problems();
                 problems.extend(ctx.caches().problems());
                 if problems.is_empty() {
-                    (StatusCode::OK, "ok".to_string())
+                    (StatusCode::OK, format!("ok ({})", ctx.leadership.role()))
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, format!("not ready:\n{}\n", problems.join("\n")))
                 }

@@ -11,9 +11,9 @@ use std::time::Duration;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
 use kube::client::Body;
-use kube::Client;
 use podset_host::context::{Context, ContextSettings};
 use podset_host::kubernetes::access::Resolved;
 use podset_host::metrics::Metrics;
@@ -117,6 +117,7 @@ impl Rig {
             resync: Duration::from_secs(300),
             concurrency: 1,
             metrics: Arc::new(Metrics::default()),
+            leadership: podset_host::kubernetes::leader::Leadership::alone(),
         };
         let ctx = Context::new(client, engine, settings, CancellationToken::new());
         let resolved = Resolved { parent: podsets(), children: vec![pods()], related: Vec::new(), finalizer: None };
@@ -165,7 +166,10 @@ async fn scaling_up_from_nothing_is_one_annotation_the_pods_their_events_and_one
             format!("PATCH {PODSET}/status"),
         ]
     );
-    assert_eq!(seen[0].body["metadata"]["annotations"][podset_host::reconcile::execute::DIGEST_ANNOTATION], json!(rig.digest()));
+    assert_eq!(
+        seen[0].body["metadata"]["annotations"][podset_host::reconcile::execute::DIGEST_ANNOTATION],
+        json!(rig.digest())
+    );
     let pod = &seen[1].body;
     assert_eq!(pod["metadata"]["generateName"], json!("web-"));
     assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], json!("uid-web"));

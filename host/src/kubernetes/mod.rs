@@ -1,11 +1,12 @@
 //! Kubernetes plumbing: the client (with its write counter), the caches every
 //! reconcile reads from (with the health that gates reconciles and `/readyz`), the
-//! shared watches of children and related kinds, and the access checks made when a
-//! policy loads.
+//! shared watches of children and related kinds, the access checks made when a
+//! policy loads, and leader election.
 
 pub mod access;
 pub mod cache;
 pub mod client;
 pub mod events;
+pub mod leader;
 pub mod store;
 pub mod watches;

@@ -69,6 +69,10 @@ pub async fn reconcile(parent: Arc<DynamicObject>, kc: Arc<KindContext>) -> Resu
 
 async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
     let (ctx, kind) = (&kc.ctx, &kc.kind);
+    // A standby keeps its caches warm and its reconciles queued; only the leader acts.
+    if !until(ctx, ctx.leadership.acting()).await {
+        return Ok(Action::await_change());
+    }
     let Some(parent) = kind.parents.get(key) else { return Ok(Action::await_change()) };
     // A parent that names a ReconcilePolicy waits for the first list of them, so a
     // restart does not flag its policy as missing.
@@ -158,7 +162,8 @@ async fn report_failure(ctx: &Context, resource: &ApiResource, parent: &DynamicO
     let ev = event(EventType::Warning, "PolicyFailed", "Reconcile", format!("{reason}: {message}"), None);
     ctx.events.publish(&reference, ev, Origin::Host).await;
     let next = status::next(parent, None, Some(status::Failure { reason, message }));
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &parent.namespace().unwrap_or_default(), resource);
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &parent.namespace().unwrap_or_default(), resource);
     let key = ObjectRef::from_obj_with(parent, resource.clone());
     if let Err(e) = status::write(&api, &ctx.written, &key, parent, next).await {
         warn!(object = %parent.name_any(), "cannot write the PolicyFailed condition: {e}");

@@ -133,7 +133,13 @@ pub async fn run(
 async fn reconcile(rp: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = key_of(&rp);
     let started = Instant::now();
+    // A standby loads modules too, ready to take over; the Events and the status
+    // written below are the leader's to write.
     let outcome = load(&rp, &ctx).await?;
+    tokio::select! {
+        _ = ctx.leadership.acting() => {}
+        _ = ctx.shutdown.cancelled() => return Ok(Action::await_change()),
+    }
     let serving = ctx.registry.serving(&key);
     let generation = rp.metadata.generation;
     let current = rp.status.clone().unwrap_or_default();

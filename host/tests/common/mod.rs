@@ -151,7 +151,7 @@ impl Operator {
         let op = Self::spawn(namespace, policy, kubeconfig);
         let what = format!("the operator to serve /readyz (log: {})", op.log.display());
         eventually(&what, Duration::from_secs(30), || async {
-            http_get(op.port, "/readyz").await.filter(|b| b == "ok")
+            http_get(op.port, "/readyz").await.filter(|b| b.starts_with("ok"))
         })
         .await;
         op
