@@ -3,9 +3,8 @@
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
-use crate::podset::policy::types::{
-    Action, Condition, ConditionStatus, CreatePod, Input, KeyValue, Pod, PodName, PodPhase, PodsetStatus, PolicyError,
-};
+use crate::exports::podset::policy::podset::{Action, CreatePod, Input, Pod, PodName, PodPhase, PodsetStatus};
+use crate::podset::policy::types::{Condition, ConditionStatus, KeyValue, PolicyError};
 
 /// Most pods created in one decision. The rest follow on the next reconcile, so one
 /// PodSet scaling up cannot flood the API server (the ReplicaSet controller's burst cap
@@ -131,7 +130,7 @@ pub fn deletion_order(a: &Pod, b: &Pod) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::podset::policy::types::{InFlight, Podset};
+    use crate::exports::podset::policy::podset::{InFlight, Podset};
 
     fn podset(replicas: i32) -> Podset {
         Podset {

@@ -23,8 +23,10 @@ mod decide;
 static ALLOCATOR: lol_alloc::AssumeSingleThreaded<lol_alloc::LeakingAllocator> =
     unsafe { lol_alloc::AssumeSingleThreaded::new(lol_alloc::LeakingAllocator::new()) };
 
-use exports::podset::policy::policy::{Action, Guest, Input, PolicyError, PolicyInfo};
+use exports::podset::policy::identity::Guest as Identity;
+use exports::podset::policy::podset::{Action, Guest, Input};
 use podset::policy::log::{Level, log};
+use podset::policy::types::{Declarations, GroupVersionKind, PolicyError, PolicyInfo};
 
 /// The contract version, read from the WIT package line so it cannot drift from it.
 fn contract_version() -> String {
@@ -37,15 +39,28 @@ fn contract_version() -> String {
 
 struct PodSetPolicy;
 
-impl Guest for PodSetPolicy {
+impl Identity for PodSetPolicy {
     fn info() -> PolicyInfo {
+        let kind = |group: &str, version: &str, kind: &str| GroupVersionKind {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+        };
         PolicyInfo {
             name: env!("CARGO_PKG_NAME").to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             contract: contract_version(),
+            declares: Declarations {
+                parent: kind("app.example.com", "v1alpha1", "PodSet"),
+                children: vec![kind("", "v1", "Pod")],
+                related: Vec::new(),
+                finalizer: None,
+            },
         }
     }
+}
 
+impl Guest for PodSetPolicy {
     fn decide(input: Input) -> Result<Vec<Action>, PolicyError> {
         // A panic aborts the instance; route its message to the host's log first so the
         // operator's PolicyFailed report says what went wrong, not just "unreachable".
