@@ -49,7 +49,7 @@ log "target/policy/podset.wasm: $(stat -c %s "$OUT/podset.wasm") bytes"
 if [ "$FIXTURES" = 1 ]; then
   # The default policy's visibly different variant, for hot-swap tests.
   build guest-podset canary "$OUT/fixtures/canary.wasm"
-  for f in infinite-loop memory-bomb panic action-flood wrong-contract wasi-import; do
+  for f in infinite-loop memory-bomb panic action-flood wrong-contract wasi-import generic-hostile forbidden-kind; do
     build policy-fixtures "$f" "$OUT/fixtures/$f.wasm"
   done
   # A core module that never became a component.
