@@ -3,16 +3,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{Env, active_pods, eventually};
 use futures::future::join_all;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use podset_host::crd::{ConfigMapKeyRef, PodSet, ReconcilePolicy, ReconcilePolicySpec};
+use podset_host::crd::{PodSet, ReconcilePolicy};
 use podset_host::sandbox::Digest;
 
 const T: Duration = Duration::from_secs(60);
@@ -132,27 +129,9 @@ async fn a_configmap_volume_update_swaps_the_default_policy() {
     env.cleanup().await;
 }
 
-/// Publishes `module` as ConfigMap `cm` key `module.wasm` and points ReconcilePolicy
-/// `rp` at it (creating or updating both).
+/// Publishes `module` as ReconcilePolicy `rp`, backed by ConfigMap `cm`.
 async fn publish(env: &Env, rp: &str, cm: &str, module: &[u8]) {
-    let map = ConfigMap {
-        metadata: kube::api::ObjectMeta { name: Some(cm.into()), ..Default::default() },
-        binary_data: Some(BTreeMap::from([("module.wasm".to_string(), ByteString(module.to_vec()))])),
-        ..Default::default()
-    };
-    let pp = PatchParams::apply("hot-swap-test").force();
-    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
-    cms.patch(cm, &pp, &Patch::Apply(&map)).await.expect("apply ConfigMap");
-    let mut policy = ReconcilePolicy::new(
-        rp,
-        ReconcilePolicySpec {
-            config_map_ref: ConfigMapKeyRef { name: cm.into(), key: "module.wasm".into() },
-            sha256: digest(module),
-            selector: None,
-        },
-    );
-    policy.metadata.namespace = Some(env.ns.clone());
-    rps(env).patch(rp, &pp, &Patch::Apply(&policy)).await.expect("apply ReconcilePolicy");
+    common::publish_policy(&env.client, &env.ns, rp, cm, module, None).await;
 }
 
 fn rps(env: &Env) -> Api<ReconcilePolicy> {

@@ -6,8 +6,6 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use podset_host::crd::PodSet;
 
@@ -77,26 +75,8 @@ async fn the_schema_rejects_invalid_podsets_with_its_message() {
 #[tokio::test]
 async fn the_operator_works_with_the_shipped_least_privilege_rbac() {
     let client = common::client().await;
-    // The ServiceAccount and ClusterRole of manifests/rbac.yaml, for real, and a token for it.
-    let (ok, out) = kubectl(&["create", "namespace", "podset-system"]);
-    assert!(ok || out.contains("AlreadyExists"), "{out}");
-    let rbac = manifests().join("rbac.yaml").to_string_lossy().into_owned();
-    let (ok, out) = kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &rbac]);
-    assert!(ok, "{out}");
-    // A TokenRequest for the ServiceAccount, as the kubelet would mount it.
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "podset-system");
-    let request = TokenRequest {
-        spec: TokenRequestSpec { expiration_seconds: Some(3600), ..Default::default() },
-        ..Default::default()
-    };
-    let issued: TokenRequest =
-        sas.create_subresource("token", "podset-host", &PostParams::default(), &request).await.expect("TokenRequest");
-    let token = issued.status.expect("a token was issued").token;
-    let admin = kube::config::Kubeconfig::read_from(common::kubeconfig_path()).expect("kubeconfig");
-    let server = admin.clusters[0].cluster.as_ref().and_then(|c| c.server.clone()).expect("server");
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("operator.kubeconfig");
-    common::write_kubeconfig(&kubeconfig, &server, token.trim());
+    let kubeconfig = common::service_account_kubeconfig(&client, dir.path()).await;
 
     let ns = common::namespace(&client, "rbac").await;
     let op = common::Operator::start_with(&ns, &common::policy_dir().join("podset.wasm"), &kubeconfig).await;

@@ -327,3 +327,70 @@ pub fn decided_by<K: kube::Resource + ?Sized>(obj: &K, digest: &str) -> bool {
         .map(String::as_str)
         == Some(digest)
 }
+
+/// A kubeconfig for the shipped ServiceAccount (manifests/rbac.yaml applied for real,
+/// a TokenRequest as the kubelet would mount it), written into `dir`.
+pub async fn service_account_kubeconfig(client: &Client, dir: &std::path::Path) -> PathBuf {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let run = |args: &[&str]| {
+        let out = Command::new("kubectl").args(args).env("KUBECONFIG", kubeconfig_path()).output().expect("kubectl");
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    };
+    let (ok, out) = run(&["create", "namespace", "podset-system"]);
+    assert!(ok || out.contains("AlreadyExists"), "{out}");
+    let rbac = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests/rbac.yaml");
+    let (ok, out) = run(&["apply", "--server-side", "--force-conflicts", "-f", &rbac.to_string_lossy()]);
+    assert!(ok, "{out}");
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "podset-system");
+    let request = TokenRequest {
+        spec: TokenRequestSpec { expiration_seconds: Some(3600), ..Default::default() },
+        ..Default::default()
+    };
+    let issued: TokenRequest =
+        sas.create_subresource("token", "podset-host", &PostParams::default(), &request).await.expect("TokenRequest");
+    let token = issued.status.expect("a token was issued").token;
+    let admin = Kubeconfig::read_from(kubeconfig_path()).expect("kubeconfig");
+    let server = admin.clusters[0].cluster.as_ref().and_then(|c| c.server.clone()).expect("server");
+    let path = dir.join("operator.kubeconfig");
+    write_kubeconfig(&path, &server, token.trim());
+    path
+}
+
+/// Publishes `module` as ConfigMap `cm` (key `module.wasm`) in `ns` and points
+/// ReconcilePolicy `rp` at it, selecting the objects `selector` matches (creating or
+/// updating both).
+pub async fn publish_policy(
+    client: &Client,
+    ns: &str,
+    rp: &str,
+    cm: &str,
+    module: &[u8],
+    selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+) {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use podset_host::crd::{ConfigMapKeyRef, ReconcilePolicy, ReconcilePolicySpec};
+    let map = ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some(cm.into()), ..Default::default() },
+        binary_data: Some(std::collections::BTreeMap::from([("module.wasm".to_string(), ByteString(module.to_vec()))])),
+        ..Default::default()
+    };
+    let pp = PatchParams::apply("podset-tests").force();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    cms.patch(cm, &pp, &Patch::Apply(&map)).await.expect("apply ConfigMap");
+    let mut policy = ReconcilePolicy::new(
+        rp,
+        ReconcilePolicySpec {
+            config_map_ref: ConfigMapKeyRef { name: cm.into(), key: "module.wasm".into() },
+            sha256: podset_host::sandbox::Digest::of(module).to_string(),
+            selector,
+        },
+    );
+    policy.metadata.namespace = Some(ns.into());
+    let rps: Api<ReconcilePolicy> = Api::namespaced(client.clone(), ns);
+    rps.patch(rp, &pp, &Patch::Apply(&policy)).await.expect("apply ReconcilePolicy");
+}

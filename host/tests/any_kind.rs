@@ -1,0 +1,136 @@
+//! The generic core against the real control plane: what a policy of the any-kind
+//! world may not do is refused before any API call, and a policy declaring what the
+//! operator's own RBAC forbids is refused when it loads.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Env, eventually};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use kube::api::{Api, ListParams, PostParams};
+use podset_host::crd::{PodSet, ReconcilePolicy};
+
+const T: Duration = Duration::from_secs(60);
+const ATTACK: &str = "fixture.podset.dev/attack";
+
+/// The PodSets of `ns` carrying the attack label are decided by the hostile fixture.
+fn attackers() -> LabelSelector {
+    LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: ATTACK.into(),
+            operator: "Exists".into(),
+            values: None,
+        }]),
+        match_labels: None,
+    }
+}
+
+fn podset(name: &str, attack: &str) -> PodSet {
+    let mut ps = common::podset(name, 1);
+    ps.metadata.labels = Some([(ATTACK.to_string(), attack.to_string())].into());
+    ps
+}
+
+/// The `PolicyFailed` condition's message on `name`, once the operator has set one.
+async fn refusal(env: &Env, name: &str) -> String {
+    eventually(&format!("{name} to be refused (operator log: {})", env.op.log.display()), T, || async {
+        let ps = env.podsets.get(name).await.ok()?;
+        let c = ps.status?.conditions.into_iter().find(|c| c.type_ == "PolicyFailed" && c.status == "True")?;
+        (c.reason == "InvalidDecision").then_some(c.message)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn hostile_generic_actions_are_refused_before_any_api_call() {
+    let env = Env::new("hostile").await;
+    let hostile = common::read_policy("fixtures/generic-hostile.wasm");
+    common::publish_policy(&env.client, &env.ns, "hostile", "hostile-module", &hostile, Some(attackers())).await;
+    // A ConfigMap nobody's policy controls: the fixture tries to delete it.
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    let foreign: ConfigMap =
+        serde_json::from_value(serde_json::json!({ "metadata": { "name": "not-mine" }, "data": { "x": "y" } }))
+            .expect("cm");
+    cms.create(&PostParams::default(), &foreign).await.expect("foreign ConfigMap");
+    let rps: Api<ReconcilePolicy> = Api::namespaced(env.client.clone(), &env.ns);
+    eventually("the hostile policy to load", T, || async {
+        rps.get("hostile").await.ok()?.status?.loaded_digest.map(|_| ())
+    })
+    .await;
+
+    // The harmless case first: the fixture's own ConfigMap, owned by its PodSet.
+    env.podsets.create(&PostParams::default(), &podset("harmless", "none")).await.expect("create");
+    let owned = eventually("the harmless child ConfigMap", T, || async { cms.get("harmless-cm").await.ok() }).await;
+    let owner = &owned.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("PodSet", "harmless", Some(true)));
+
+    let cases = [
+        ("other-namespace", "kube-system"),
+        ("undeclared-kind", "Secret is not a kind this policy declared"),
+        ("foreign-child", "not-mine is not a child this parent controls"),
+        ("privileged-template", "privileged"),
+        ("owner-references", "ownerReferences is set by the host"),
+    ];
+    for (attack, _) in &cases {
+        env.podsets.create(&PostParams::default(), &podset(attack, attack)).await.expect("create");
+    }
+    for (attack, says) in cases {
+        let message = refusal(&env, attack).await;
+        assert!(message.contains(says), "{attack}: {message}");
+    }
+    // Refused whole, before any call: nothing the fixture asked for beyond the harmless
+    // ConfigMap reached the API server.
+    let writes = |resource: &'static str| {
+        let op = &env.op;
+        async move { op.sum("podset_api_writes_total", &format!("resource=\"{resource}\"")).await }
+    };
+    assert_eq!(writes("configmaps").await, 1.0, "only the harmless ConfigMap was written");
+    assert_eq!(writes("secrets").await, 0.0);
+    assert_eq!(writes("deployments").await, 0.0);
+    assert!(cms.get_opt("not-mine").await.expect("get").is_some(), "the foreign ConfigMap is untouched");
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &env.ns);
+    assert!(
+        secrets.list(&ListParams::default()).await.expect("list").items.iter().all(|s| !s
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("undeclared"))
+    );
+    let system: Api<ConfigMap> = Api::namespaced(env.client.clone(), "kube-system");
+    assert!(system.get_opt("other-namespace-cm").await.expect("get").is_none());
+    assert!(env.op.sum("podset_reconcile_failures_total", "reason=\"UndeclaredKind\"").await >= 1.0);
+    assert!(env.op.sum("podset_reconcile_failures_total", "reason=\"WeakenedSecurityContext\"").await >= 1.0);
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_policy_declaring_what_the_operators_rbac_forbids_is_refused_when_it_loads() {
+    let client = common::client().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = common::service_account_kubeconfig(&client, dir.path()).await;
+    let ns = common::namespace(&client, "forbidden").await;
+    let op = common::Operator::start_with(&ns, &common::policy_dir().join("podset.wasm"), &kubeconfig).await;
+    let module = common::read_policy("fixtures/forbidden-kind.wasm");
+    common::publish_policy(&client, &ns, "jobs", "jobs-module", &module, Some(LabelSelector::default())).await;
+    let rps: Api<ReconcilePolicy> = Api::namespaced(client.clone(), &ns);
+    let failed = eventually(&format!("the policy to be refused (operator log: {})", op.log.display()), T, || async {
+        let st = rps.get("jobs").await.ok()?.status?;
+        st.conditions.into_iter().find(|c| c.type_ == "Failed" && c.status == "True")
+    })
+    .await;
+    assert_eq!(failed.reason, "Forbidden");
+    assert!(failed.message.contains("jobs.batch") && failed.message.contains("may not"), "{}", failed.message);
+    assert_eq!(op.sum("podset_policies_refused_total", "reason=\"Forbidden\"").await, 1.0);
+    // Nothing serves from it: PodSets in the namespace stay with the default policy.
+    assert!(rps.get("jobs").await.expect("get").status.and_then(|s| s.loaded_digest).is_none());
+    let events = std::process::Command::new("kubectl")
+        .args(["get", "events", "-n", &ns, "-o", "jsonpath={.items[*].reason}"])
+        .env("KUBECONFIG", common::kubeconfig_path())
+        .output()
+        .expect("kubectl");
+    assert!(String::from_utf8_lossy(&events.stdout).contains("PolicyRejected"), "a Warning Event says so");
+    common::delete_namespace(&client, &ns).await;
+}
