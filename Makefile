@@ -13,7 +13,7 @@ run: ## Run the operator with the default policy (embedded control plane unless 
 test: ## Build everything and run unit, policy and integration tests on a private control plane
 	@hack/test.sh
 
-policy: ## Build the default policy component: target/policy/podset.wasm
+policy: ## Build the default policy components: target/policy/{podset,memcached}.wasm
 	@hack/policy.sh
 
 fixtures: ## Build the default policy and the hostile test policies
@@ -26,17 +26,18 @@ lint: ## cargo fmt --check and clippy -D warnings
 	@cargo fmt --all -- --check
 	@cargo clippy --workspace --all-targets -- -D warnings
 
-manifests: ## Regenerate manifests/crd.yaml from the Rust types
-	@cargo run -q -p podset-host -- crd > manifests/crd.yaml
+manifests: ## Regenerate manifests/crd/ from the Rust types (the host's and each policy's)
+	@cargo run -q -p podset-host -- crd > manifests/crd/podset-host.yaml
+	@cargo run -q -p guest-memcached --bin crdgen > manifests/crd/memcached.yaml
 
 install: ## Install the CRDs into the cluster of KUBECONFIG
-	kubectl apply --server-side -f manifests/crd.yaml
+	kubectl apply --server-side -f manifests/crd/
 
 uninstall: ## Remove the CRDs (and with them every PodSet)
-	kubectl delete --ignore-not-found -f manifests/crd.yaml
+	kubectl delete --ignore-not-found -f manifests/crd/
 
 deploy: policy ## Deploy the operator into the cluster of KUBECONFIG (manifests/ via kustomize; image podset-host:0.1.0)
-	@mkdir -p manifests/policy && cp target/policy/podset.wasm manifests/policy/podset.wasm
+	@mkdir -p manifests/policy && cp target/policy/podset.wasm target/policy/memcached.wasm manifests/policy/
 	kubectl apply --server-side -k manifests/
 
 undeploy: ## Remove what deploy created

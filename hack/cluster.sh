@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A throwaway Kubernetes control plane on loopback, without Docker:
-# etcd + kube-apiserver + kube-controller-manager (garbage collector, namespace controller)
+# etcd + kube-apiserver + kube-controller-manager (garbage collector, namespace,
+# deployment and replicaset controllers)
 # + the node simulator (podset-node-sim) that plays kubelet.
 #
 #   hack/cluster.sh up       start it (a no-op if it is already up and healthy)
@@ -197,7 +198,7 @@ node_ready() {
 
 crds_established() {
   local names n
-  names=$(KUBECONFIG="$CLUSTER_DIR/kubeconfig" kubectl get -f "$ROOT/manifests/crd.yaml" -o name 2>/dev/null) || return 1
+  names=$(KUBECONFIG="$CLUSTER_DIR/kubeconfig" kubectl get -f "$ROOT/manifests/crd/" -o name 2>/dev/null) || return 1
   [ -n "$names" ] || return 1
   for n in $names; do
     [ "$(KUBECONFIG="$CLUSTER_DIR/kubeconfig" kubectl get "$n" \
@@ -306,8 +307,9 @@ cmd_up() {
   APISERVER_URL="https://127.0.0.1:$APISERVER_PORT"
 
   cat >"$CLUSTER_DIR/audit-policy.yaml" <<'EOF'
-# Metadata-level records of writes to pods and podsets (incl. subresources such as
-# pods/status, pods/binding, podsets/status); everything else unlogged.
+# Metadata-level records of writes to the workloads the tests count: pods, PodSets,
+# Deployments, ReplicaSets, Memcacheds (incl. subresources such as pods/status,
+# pods/binding, podsets/status); everything else unlogged.
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -319,6 +321,10 @@ rules:
     resources: [pods, pods/*]
   - group: app.example.com
     resources: [podsets, podsets/*]
+  - group: apps
+    resources: [deployments, replicasets]
+  - group: cache.example.com
+    resources: [memcacheds, memcacheds/*]
 - level: None
 EOF
 
@@ -359,22 +365,24 @@ EOF
   # The project's CRDs go in before the garbage collector starts: it discovers
   # resource types every 30 s, so a PodSet type installed later would leave deleted
   # PodSets' pods alive for up to a minute.
-  if [ -f "$ROOT/manifests/crd.yaml" ] && [ "${CLUSTER_CRDS:-1}" != 0 ]; then
-    log "installing manifests/crd.yaml"
-    KUBECONFIG="$CLUSTER_DIR/kubeconfig" kubectl apply --server-side --force-conflicts -f "$ROOT/manifests/crd.yaml" >/dev/null \
-      || die "installing manifests/crd.yaml failed"
+  if [ -d "$ROOT/manifests/crd" ] && [ "${CLUSTER_CRDS:-1}" != 0 ]; then
+    log "installing the CRDs of manifests/crd/"
+    KUBECONFIG="$CLUSTER_DIR/kubeconfig" kubectl apply --server-side --force-conflicts -f "$ROOT/manifests/crd/" >/dev/null \
+      || die "installing manifests/crd/ failed"
     # Polled rather than `kubectl wait`, which fails outright while a new CRD has no
     # conditions yet.
     local crd_deadline=$((SECONDS + 30))
     until crds_established; do
-      ((SECONDS < crd_deadline)) || die "the CRDs of manifests/crd.yaml were not Established after 30s"
+      ((SECONDS < crd_deadline)) || die "the CRDs of manifests/crd/ were not Established after 30s"
       sleep 0.2
     done
   fi
 
-  log "starting kube-controller-manager (garbagecollector, namespace)"
+  # deployment + replicaset: the Memcached policy owns a Deployment, and the real
+  # ReplicaSet controller is the peer the benchmarks measure against.
+  log "starting kube-controller-manager (garbagecollector, namespace, deployment, replicaset)"
   start kube-controller-manager "$KUBE_CONTROLLER_MANAGER" --kubeconfig="$CLUSTER_DIR/kcm.kubeconfig" \
-    --bind-address=127.0.0.1 --secure-port=0 --port=0 --controllers=garbagecollector,namespace \
+    --bind-address=127.0.0.1 --secure-port=0 --port=0 --controllers=garbagecollector,namespace,deployment,replicaset \
     --leader-elect=false --use-service-account-credentials=false
 
   if [ -n "$sim_bin" ]; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the default policy component (target/policy/podset.wasm) and, with
-# --fixtures, the hostile test policies (target/policy/fixtures/*.wasm).
+# Builds the default policy components (every guest-NAME/ crate ->
+# target/policy/NAME.wasm) and, with --fixtures, the hostile test policies
+# (target/policy/fixtures/*.wasm).
 #
 # Uses the rustup toolchain when it has the wasm32-unknown-unknown target; otherwise
 # Debian's rustc-web, whose std source lets cargo build std for wasm32 (-Zbuild-std).
@@ -12,7 +13,9 @@ FIXTURES=0
 
 TARGET=wasm32-unknown-unknown
 OUT="$ROOT/target/policy"
-# Separate from the native target dir: another compiler's artifacts would evict ours.
+# The host (for `componentize`) builds where every native build goes...
+NATIVE_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+# ...the policies apart from it: another compiler's artifacts would evict ours.
 export CARGO_TARGET_DIR="$ROOT/target/wasm"
 mkdir -p "$OUT/fixtures"
 
@@ -29,22 +32,27 @@ else
 fi
 
 # The component wrapper comes from the host binary (wit-component), built by the native toolchain.
-HOST_BIN="${PODSET_HOST_BIN:-$ROOT/target/debug/podset-host}"
+HOST_BIN="${PODSET_HOST_BIN:-$NATIVE_TARGET_DIR/debug/podset-host}"
 if [ ! -x "$HOST_BIN" ] || [ -n "$(find "$ROOT/host/src" "$ROOT/wit" -newer "$HOST_BIN" -print -quit 2>/dev/null)" ]; then
-  (cd "$ROOT" && env -u RUSTC -u RUSTC_BOOTSTRAP PATH="$HOME/.cargo/bin:$PATH" cargo build -q -p podset-host --bin podset-host) \
+  (cd "$ROOT" && env -u RUSTC -u RUSTC_BOOTSTRAP CARGO_TARGET_DIR="$NATIVE_TARGET_DIR" PATH="$HOME/.cargo/bin:$PATH" \
+      cargo build -q -p podset-host --bin podset-host) \
     || die "building podset-host (needed to make components) failed"
 fi
 
 build() { # package features output-name
   local pkg=$1 features=$2 name=$3 core
-  (cd "$ROOT" && "${CARGO[@]}" build -q --profile wasm --target "$TARGET" "${BUILD_STD[@]}" -p "$pkg" \
+  (cd "$ROOT" && "${CARGO[@]}" build -q --profile wasm --target "$TARGET" "${BUILD_STD[@]}" -p "$pkg" --lib \
       ${features:+--features "$features"}) || die "building $pkg ${features:+($features)} for $TARGET failed"
   core="$CARGO_TARGET_DIR/$TARGET/wasm/${pkg//-/_}.wasm"
   "$HOST_BIN" policy componentize "$core" -o "$name" >/dev/null || die "componentize $core failed"
 }
 
-build guest-podset "" "$OUT/podset.wasm"
-log "target/policy/podset.wasm: $(stat -c %s "$OUT/podset.wasm") bytes"
+# Every guest-NAME/ crate is a default policy: target/policy/NAME.wasm.
+for dir in "$ROOT"/guest-*/; do
+  name=$(basename "$dir")
+  build "$name" "" "$OUT/${name#guest-}.wasm"
+  log "target/policy/${name#guest-}.wasm: $(stat -c %s "$OUT/${name#guest-}.wasm") bytes"
+done
 
 if [ "$FIXTURES" = 1 ]; then
   # The default policy's visibly different variant, for hot-swap tests.

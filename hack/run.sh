@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make run`: the operator in the foreground with the default policy, against the
+# `make run`: the operator in the foreground with the default policies, against the
 # cluster of KUBECONFIG when it answers (or USE_EXISTING_CLUSTER=true), otherwise
 # against the embedded control plane (.cluster/).
 set -euo pipefail
@@ -22,5 +22,5 @@ else
   log "embedded control plane: export KUBECONFIG=$KUBECONFIG"
 fi
 
-kubectl apply --server-side --force-conflicts -f manifests/crd.yaml
-exec target/debug/podset-host run --policy target/policy/podset.wasm "$@"
+kubectl apply --server-side --force-conflicts -f manifests/crd/
+exec target/debug/podset-host run --policy target/policy/podset.wasm --policy target/policy/memcached.wasm "$@"

@@ -26,9 +26,13 @@ export PODSET_POLICY_DIR="$ROOT/target/policy"
 results="$(mktemp)"
 trap 'rm -f "$results"; hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
 
-log "policy scenarios on the compiled component"
+log "policy scenarios on the compiled components"
 scenarios=0
-target/debug/podset-host policy test target/policy/podset.wasm guest-podset/scenarios/*.yaml | tee -a "$results" || scenarios=$?
+for dir in guest-*/; do
+  name=$(basename "$dir")
+  target/debug/podset-host policy test "target/policy/${name#guest-}.wasm" "$dir"scenarios/*.yaml | tee -a "$results" \
+    || scenarios=$?
+done
 
 log "unit and integration tests"
 tests=0

@@ -14,28 +14,10 @@ wit_bindgen::generate!({
 
 mod decide;
 
-/// Every decision runs in a fresh instance that the host discards afterwards, so freed
-/// memory is never needed again: a bump allocator that never frees is the fastest
-/// correct allocator here (the host's memory cap still bounds a runaway policy).
-// SAFETY: wasm32-unknown-unknown without threads runs one thread per instance.
-#[cfg(target_arch = "wasm32")]
-#[global_allocator]
-static ALLOCATOR: lol_alloc::AssumeSingleThreaded<lol_alloc::LeakingAllocator> =
-    unsafe { lol_alloc::AssumeSingleThreaded::new(lol_alloc::LeakingAllocator::new()) };
-
 use exports::podset::policy::identity::Guest as Identity;
 use exports::podset::policy::podset::{Action, Guest, Input};
 use podset::policy::log::{Level, log};
 use podset::policy::types::{Declarations, GroupVersionKind, PolicyError, PolicyInfo};
-
-/// The contract version, read from the WIT package line so it cannot drift from it.
-fn contract_version() -> String {
-    const WIT: &str = include_str!("../../wit/policy.wit");
-    WIT.lines()
-        .find_map(|l| l.trim().strip_prefix("package podset:policy@"))
-        .map(|v| v.trim_end_matches(';').to_string())
-        .unwrap_or_default()
-}
 
 struct PodSetPolicy;
 
@@ -49,7 +31,7 @@ impl Identity for PodSetPolicy {
         PolicyInfo {
             name: env!("CARGO_PKG_NAME").to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
-            contract: contract_version(),
+            contract: policy_sdk::contract_version(),
             declares: Declarations {
                 parent: kind("app.example.com", "v1alpha1", "PodSet"),
                 children: vec![kind("", "v1", "Pod")],
@@ -80,13 +62,3 @@ impl Guest for PodSetPolicy {
 // are not valid symbols for a native shared library, and native builds are for tests.
 #[cfg(target_arch = "wasm32")]
 export!(PodSetPolicy);
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn contract_version_comes_from_the_wit_package() {
-        let v = super::contract_version();
-        assert!(v.starts_with("0."), "unexpected contract version {v:?}");
-        assert_eq!(v.split('.').count(), 3);
-    }
-}

@@ -1,5 +1,5 @@
 //! The custom resources, as Rust types: the single source of the CRD YAML
-//! (`podset-host crd`, `make manifests`; a test fails when manifests/crd.yaml drifts).
+//! (`podset-host crd`, `make manifests`; a test fails when manifests/crd/podset-host.yaml drifts).
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -203,11 +203,11 @@ mod tests {
 
     #[test]
     fn committed_crd_yaml_matches_the_rust_types() {
-        let committed = include_str!("../../manifests/crd.yaml");
+        let committed = include_str!("../../manifests/crd/podset-host.yaml");
         let generated = crds_yaml().expect("CRDs serialize");
         assert!(
             committed == generated,
-            "manifests/crd.yaml is out of date with host/src/crd.rs: run `make manifests` and commit the result"
+            "manifests/crd/podset-host.yaml is out of date with host/src/crd.rs: run `make manifests` and commit the result"
         );
     }
 

@@ -27,7 +27,14 @@ async fn manifests_pass_a_server_side_dry_run() {
     // The deployment's namespace must exist for a dry run of the objects in it.
     let (ok, out) = kubectl(&["create", "namespace", "podset-system"]);
     assert!(ok || out.contains("AlreadyExists"), "{out}");
-    for file in ["crd.yaml", "rbac.yaml", "deployment.yaml", "samples/app_v1alpha1_podset.yaml"] {
+    for file in [
+        "crd/podset-host.yaml",
+        "crd/memcached.yaml",
+        "rbac.yaml",
+        "deployment.yaml",
+        "samples/app_v1alpha1_podset.yaml",
+        "samples/cache_v1alpha1_memcached.yaml",
+    ] {
         let path = manifests().join(file).to_string_lossy().into_owned();
         let mut args = vec!["apply", "--server-side", "--dry-run=server", "-f", &path];
         if file.starts_with("samples/") {
@@ -39,11 +46,14 @@ async fn manifests_pass_a_server_side_dry_run() {
 
     // The whole kustomization, with the policy module where `make deploy` puts it.
     let dir = tempfile::tempdir().expect("tempdir");
-    for file in ["kustomization.yaml", "crd.yaml", "rbac.yaml", "deployment.yaml"] {
+    std::fs::create_dir(dir.path().join("crd")).expect("crd dir");
+    for file in ["kustomization.yaml", "crd/podset-host.yaml", "crd/memcached.yaml", "rbac.yaml", "deployment.yaml"] {
         std::fs::copy(manifests().join(file), dir.path().join(file)).expect("copy manifest");
     }
     std::fs::create_dir(dir.path().join("policy")).expect("policy dir");
-    std::fs::write(dir.path().join("policy/podset.wasm"), common::read_policy("podset.wasm")).expect("module");
+    for module in ["podset.wasm", "memcached.wasm"] {
+        std::fs::write(dir.path().join("policy").join(module), common::read_policy(module)).expect("module");
+    }
     let (ok, rendered) = kubectl(&["kustomize", &dir.path().to_string_lossy()]);
     assert!(ok, "kubectl kustomize manifests/ failed:\n{rendered}");
     assert!(rendered.contains("binaryData:") && rendered.contains("kind: Deployment"), "{rendered}");

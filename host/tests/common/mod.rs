@@ -148,7 +148,17 @@ impl Operator {
 
     /// As [`Operator::start`], with the identity of `kubeconfig`.
     pub async fn start_with(namespace: &str, policy: &std::path::Path, kubeconfig: &std::path::Path) -> Operator {
-        let op = Self::spawn(namespace, policy, kubeconfig);
+        Self::start_serving(namespace, &[policy], kubeconfig).await
+    }
+
+    /// Starts the operator with several default policies (one per kind) and waits
+    /// until it is ready.
+    pub async fn start_serving(
+        namespace: &str,
+        policies: &[&std::path::Path],
+        kubeconfig: &std::path::Path,
+    ) -> Operator {
+        let op = Self::spawn_serving(namespace, policies, kubeconfig);
         let what = format!("the operator to serve /readyz (log: {})", op.log.display());
         eventually(&what, Duration::from_secs(30), || async {
             http_get(op.port, "/readyz").await.filter(|b| b.starts_with("ok"))
@@ -159,6 +169,10 @@ impl Operator {
 
     /// Starts the operator without waiting for it to be ready.
     pub fn spawn(namespace: &str, policy: &std::path::Path, kubeconfig: &std::path::Path) -> Operator {
+        Self::spawn_serving(namespace, &[policy], kubeconfig)
+    }
+
+    pub fn spawn_serving(namespace: &str, policies: &[&std::path::Path], kubeconfig: &std::path::Path) -> Operator {
         let port = free_port();
         let log_dir = std::env::temp_dir().join("podset-host-operator-logs");
         std::fs::create_dir_all(&log_dir).expect("log dir");
@@ -166,8 +180,7 @@ impl Operator {
         let out = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_podset-host"))
             .args(["run", "--namespace", namespace, "--metrics-addr", &format!("127.0.0.1:{port}")])
-            .arg("--policy")
-            .arg(policy)
+            .args(policies.iter().flat_map(|p| [std::ffi::OsStr::new("--policy"), p.as_os_str()]))
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,podset_host=debug")
             .stdout(Stdio::null())

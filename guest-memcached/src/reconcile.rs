@@ -1,0 +1,235 @@
+//! The decision: the Deployment a Memcached needs, its status, and its finalizer flow.
+
+use policy_sdk::conditions::{self, Condition};
+use policy_sdk::{Action, Input, Object, PolicyError, Status, apply, event};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::types::{MemcachedSpec, MemcachedStatus};
+use crate::{DEPLOYMENT, INSTANCE_LABEL, NAME_LABEL, POD};
+
+/// The image the seed runs, built locally for the embedded cluster.
+pub const IMAGE: &str = "memcached:1.6.18";
+/// A non-root user for memcached (the seed's choice).
+const RUN_AS_USER: i64 = 1001;
+
+pub fn reconcile(input: &Input) -> Result<Vec<Action>, PolicyError> {
+    let parent = &input.parent;
+    let spec: MemcachedSpec = parent.spec()?;
+    let current: MemcachedStatus = parent.status()?;
+    if parent.meta.deleting {
+        return finalize(input, &current);
+    }
+    let mut actions = vec![apply(&deployment(parent, &spec))?];
+    let next = observed_status(input, &spec, &current)?;
+    actions.extend(next.update_from(&current)?);
+    Ok(actions)
+}
+
+/// The Deployment named after the Memcached: `size` replicas of memcached, non-root
+/// under the restricted profile, its pods labelled so the policy finds them.
+pub fn deployment(parent: &Object, spec: &MemcachedSpec) -> Value {
+    let name = &parent.meta.name;
+    let labels = json!({ NAME_LABEL: "memcached", INSTANCE_LABEL: name });
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": { "name": name, "labels": labels },
+        "spec": {
+            "replicas": spec.size,
+            "selector": { "matchLabels": labels },
+            "template": {
+                "metadata": { "labels": labels },
+                "spec": {
+                    "securityContext": { "runAsNonRoot": true, "seccompProfile": { "type": "RuntimeDefault" } },
+                    "containers": [{
+                        "name": "memcached",
+                        "image": IMAGE,
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": ["memcached", format!("-p={}", spec.container_port), "-m=64", "-o", "modern", "-v"],
+                        "ports": [{ "containerPort": spec.container_port, "name": "memcached" }],
+                        "securityContext": {
+                            "runAsNonRoot": true,
+                            "runAsUser": RUN_AS_USER,
+                            "allowPrivilegeEscalation": false,
+                            "capabilities": { "drop": ["ALL"] }
+                        }
+                    }]
+                }
+            }
+        }
+    })
+}
+
+/// The fields of the Deployment's status the policy reads.
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct DeploymentStatus {
+    ready_replicas: i32,
+    updated_replicas: i32,
+    replicas: i32,
+}
+
+/// The fields of a pod the policy reads.
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct PodStatus {
+    phase: Option<String>,
+}
+
+fn observed_status(
+    input: &Input,
+    spec: &MemcachedSpec,
+    current: &MemcachedStatus,
+) -> Result<MemcachedStatus, PolicyError> {
+    let (name, now, generation) = (&input.parent.meta.name, input.now, input.parent.meta.generation);
+    let deployment = input.child(DEPLOYMENT, name);
+    let ds: DeploymentStatus = match deployment {
+        Some(d) => d.status()?,
+        None => DeploymentStatus::default(),
+    };
+    let mut nodes = Vec::new();
+    for pod in input.related(POD) {
+        let phase = pod.status::<PodStatus>()?.phase;
+        if !pod.meta.deleting && matches!(phase.as_deref().unwrap_or("Pending"), "Pending" | "Running") {
+            nodes.push(pod.meta.name.clone());
+        }
+    }
+    nodes.sort();
+
+    let mut next = MemcachedStatus { conditions: current.conditions.clone(), nodes };
+    let available = ds.ready_replicas >= spec.size;
+    let (reason, message) = match deployment {
+        None => ("Creating", format!("Creating Deployment {name} with {} replicas", spec.size)),
+        Some(_) if available => {
+            ("Ready", format!("Deployment {name}: {} of {} pods ready", ds.ready_replicas, spec.size))
+        }
+        Some(_) => ("Scaling", format!("Deployment {name}: {} of {} pods ready", ds.ready_replicas, spec.size)),
+    };
+    let progressing = !available || ds.updated_replicas != spec.size || ds.replicas != spec.size;
+    let set = |list: &mut Vec<Condition>, type_, status, reason: &str, message: &str| {
+        conditions::set(list, Condition::new(type_, status, reason, message, now).generation(generation))
+    };
+    set(&mut next.conditions, "Available", available, reason, &message);
+    set(&mut next.conditions, "Progressing", progressing, if progressing { reason } else { "Complete" }, &message);
+    // Not an empty message: a 1.20 API server turns "" into null inside a list-map
+    // of conditions and then refuses it as not a string.
+    set(&mut next.conditions, "Degraded", false, "AsExpected", "No failure observed");
+    Ok(next)
+}
+
+/// The seed's finalizer flow: say it on the status (`Degraded`, reason `Finalizing`),
+/// emit an Event, and let the host remove the finalizer. The Deployment goes with the
+/// Memcached through its owner reference.
+fn finalize(input: &Input, current: &MemcachedStatus) -> Result<Vec<Action>, PolicyError> {
+    let meta = &input.parent.meta;
+    let mut next = current.clone();
+    let message = format!("Performing finalizer operations for the custom resource: {}", meta.name);
+    conditions::set(
+        &mut next.conditions,
+        Condition::new("Degraded", true, "Finalizing", message, input.now).generation(meta.generation),
+    );
+    let mut actions: Vec<Action> = next.update_from(current)?.into_iter().collect();
+    actions.push(event(
+        true,
+        "Deleting",
+        format!("Custom Resource {} is being deleted from the namespace {}", meta.name, meta.namespace),
+    ));
+    actions.push(Action::FinalizeDone);
+    Ok(actions)
+}
+
+#[cfg(test)]
+mod tests {
+    use policy_sdk::testing::{deleting, input, labelled, object};
+
+    use super::*;
+    use crate::MEMCACHED;
+
+    fn memcached(size: i32, status: Value) -> Object {
+        object(MEMCACHED, "cache", json!({ "spec": { "size": size, "containerPort": 11211 }, "status": status }))
+    }
+
+    fn pod(name: &str, phase: &str) -> Object {
+        let p = object(POD, name, json!({ "status": { "phase": phase } }));
+        labelled(labelled(p, NAME_LABEL, "memcached"), INSTANCE_LABEL, "cache")
+    }
+
+    fn status_of(actions: &[Action]) -> Option<MemcachedStatus> {
+        actions.iter().find_map(|a| match a {
+            Action::UpdateStatus(s) => serde_json::from_str(s).ok(),
+            _ => None,
+        })
+    }
+
+    fn deployment_with(replicas: i32, ready: i32) -> Object {
+        let mut d = object(DEPLOYMENT, "cache", json!({}));
+        d.body = json!({ "spec": { "replicas": replicas },
+            "status": { "replicas": replicas, "readyReplicas": ready, "updatedReplicas": replicas } })
+        .to_string();
+        d
+    }
+
+    #[test]
+    fn a_new_memcached_gets_its_deployment_and_a_creating_status() {
+        let actions = reconcile(&input(memcached(3, json!({})))).expect("decides");
+        let Action::Apply(d) = &actions[0] else { panic!("applies the Deployment first: {actions:?}") };
+        let d: Value = serde_json::from_str(d).expect("json");
+        assert_eq!(d["spec"]["replicas"], json!(3));
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(c["image"], json!(IMAGE));
+        assert_eq!(c["command"], json!(["memcached", "-p=11211", "-m=64", "-o", "modern", "-v"]));
+        assert_eq!(c["securityContext"]["runAsNonRoot"], json!(true));
+        let status = status_of(&actions).expect("a status");
+        let available = conditions::find(&status.conditions, "Available").expect("Available");
+        assert_eq!((available.status.as_str(), available.reason.as_str()), ("False", "Creating"));
+    }
+
+    #[test]
+    fn the_status_lists_the_pods_and_a_converged_memcached_costs_nothing_but_the_apply() {
+        let mut i = input(memcached(2, json!({})));
+        i.children.push(deployment_with(2, 2));
+        i.related = vec![pod("cache-b", "Running"), pod("cache-a", "Running"), pod("cache-x", "Failed")];
+        let actions = reconcile(&i).expect("decides");
+        let status = status_of(&actions).expect("a status");
+        assert_eq!(status.nodes, ["cache-a", "cache-b"]);
+        assert!(conditions::find(&status.conditions, "Available").is_some_and(Condition::is_true));
+        assert!(!conditions::find(&status.conditions, "Progressing").expect("Progressing").is_true());
+        // The status written, the next decision changes nothing but re-states the
+        // Deployment (which the host drops when every field already holds).
+        i.parent = memcached(2, serde_json::to_value(&status).expect("json"));
+        i.now += 60_000;
+        let again = reconcile(&i).expect("decides");
+        assert_eq!(again.len(), 1, "{again:?}");
+        assert!(matches!(again[0], Action::Apply(_)));
+    }
+
+    #[test]
+    fn scaling_is_progressing_until_every_pod_is_ready() {
+        let mut i = input(memcached(5, json!({})));
+        i.children.push(deployment_with(5, 3));
+        let status = status_of(&reconcile(&i).expect("decides")).expect("a status");
+        let available = conditions::find(&status.conditions, "Available").expect("Available");
+        assert_eq!((available.status.as_str(), available.reason.as_str()), ("False", "Scaling"));
+        assert!(available.message.contains("3 of 5"));
+        assert!(conditions::find(&status.conditions, "Progressing").is_some_and(Condition::is_true));
+    }
+
+    #[test]
+    fn deletion_runs_the_seeds_finalizer_flow() {
+        let actions = reconcile(&input(deleting(memcached(3, json!({}))))).expect("decides");
+        let status = status_of(&actions).expect("a status");
+        let degraded = conditions::find(&status.conditions, "Degraded").expect("Degraded");
+        assert_eq!((degraded.status.as_str(), degraded.reason.as_str()), ("True", "Finalizing"));
+        assert!(actions.iter().any(|a| matches!(a, Action::EmitEvent(e) if e.reason == "Deleting")));
+        assert_eq!(actions.last(), Some(&Action::FinalizeDone), "finalize-done comes last");
+        assert!(!actions.iter().any(|a| matches!(a, Action::Apply(_))), "nothing is applied while finalizing");
+    }
+
+    #[test]
+    fn a_spec_that_does_not_parse_is_a_policy_error() {
+        let e =
+            reconcile(&input(object(MEMCACHED, "cache", json!({ "spec": { "size": "three" } })))).expect_err("refused");
+        assert_eq!(e.reason, "InvalidSpec");
+    }
+}

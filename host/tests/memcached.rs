@@ -1,0 +1,218 @@
+//! The Memcached policy as a user runs it: the operator-sdk walkthrough, side by side
+//! with PodSets in one operator, and a hot swap of the policy, against the real API
+//! server, garbage collector, and Deployment and ReplicaSet controllers.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{eventually, sum_metric};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use podset_host::crd::PodSet;
+use serde_json::json;
+
+const T: Duration = Duration::from_secs(90);
+
+fn memcacheds(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"));
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+fn sample(size: i32) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "cache.example.com/v1alpha1",
+        "kind": "Memcached",
+        "metadata": { "name": "memcached-sample" },
+        "spec": { "size": size }
+    }))
+    .expect("memcached")
+}
+
+fn condition(mc: &DynamicObject, type_: &str) -> Option<(String, String)> {
+    let conditions = mc.data["status"]["conditions"].as_array()?;
+    let c = conditions.iter().find(|c| c["type"] == type_)?;
+    Some((c["status"].as_str()?.to_string(), c["reason"].as_str()?.to_string()))
+}
+
+/// Waits until the sample reports `size` ready pods, `Available`, and lists them.
+async fn converged(mcs: &Api<DynamicObject>, deployments: &Api<Deployment>, size: i32) -> Vec<String> {
+    eventually(&format!("memcached-sample at {size}/{size}"), T, || async {
+        let d = deployments.get("memcached-sample").await.ok()?;
+        let ready = d.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0);
+        let mc = mcs.get("memcached-sample").await.ok()?;
+        let nodes: Vec<String> = serde_json::from_value(mc.data["status"]["nodes"].clone()).ok()?;
+        let available = condition(&mc, "Available").is_some_and(|(s, _)| s == "True");
+        (d.spec.as_ref()?.replicas == Some(size) && ready == size && available && nodes.len() == size as usize)
+            .then_some(nodes)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_operator_sdk_walkthrough_with_a_podset_beside_it_in_one_operator() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "memcached").await;
+    let dir = common::policy_dir();
+    let op = common::Operator::start_serving(
+        &ns,
+        &[&dir.join("podset.wasm"), &dir.join("memcached.wasm")],
+        &common::kubeconfig_path(),
+    )
+    .await;
+    let mcs = memcacheds(&client, &ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let podsets: Api<PodSet> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+
+    // A PodSet, served by the same process.
+    podsets.create(&PostParams::default(), &common::podset("web", 2)).await.expect("create PodSet");
+
+    // kubectl apply -f manifests/samples/cache_v1alpha1_memcached.yaml (size 3).
+    let started = Instant::now();
+    mcs.create(&PostParams::default(), &sample(3)).await.expect("create Memcached");
+    let nodes = converged(&mcs, &deployments, 3).await;
+    let to_three = started.elapsed();
+    let mc = mcs.get("memcached-sample").await.expect("get");
+    assert_eq!(mc.metadata.finalizers.as_deref(), Some(&["cache.example.com/finalizer".to_string()][..]));
+    let d = deployments.get("memcached-sample").await.expect("deployment");
+    let owner = &d.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!((owner.kind.as_str(), owner.controller), ("Memcached", Some(true)));
+    let container = &d.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("pod spec").containers[0];
+    assert_eq!(container.image.as_deref(), Some("memcached:1.6.18"));
+    assert_eq!(container.security_context.as_ref().and_then(|s| s.run_as_non_root), Some(true));
+    let listed: Vec<String> = {
+        let lp = ListParams::default().labels("app.kubernetes.io/instance=memcached-sample");
+        let mut names: Vec<String> =
+            pods.list(&lp).await.expect("pods").items.into_iter().filter_map(|p| p.metadata.name).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(nodes, listed, "status.nodes lists the Deployment's pods");
+    common::eventually("the PodSet beside it", T, || async {
+        (common::active_pods(&pods, "web").await.len() == 2).then_some(())
+    })
+    .await;
+
+    // kubectl patch memcached memcached-sample -p '{"spec":{"size":5}}'
+    let started = Instant::now();
+    let patch = json!({ "spec": { "size": 5 } });
+    mcs.patch("memcached-sample", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("scale");
+    converged(&mcs, &deployments, 5).await;
+    let to_five = started.elapsed();
+
+    // Converged: nothing more is written for it, whatever wakes it.
+    let metrics = op.metrics().await;
+    let before = sum_metric(&metrics, "podset_api_writes_total", "");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = op.sum("podset_api_writes_total", "").await;
+    assert_eq!(after, before, "a converged Memcached and PodSet cost no writes");
+
+    // kubectl delete: the finalizer flow runs, then everything is gone.
+    let started = Instant::now();
+    mcs.delete("memcached-sample", &DeleteParams::default()).await.expect("delete");
+    eventually("the Memcached to be gone", T, || async {
+        mcs.get_opt("memcached-sample").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let gone = started.elapsed();
+    let events = std::process::Command::new("kubectl")
+        .args([
+            "get",
+            "events",
+            "-n",
+            &ns,
+            "--field-selector",
+            "involvedObject.kind=Memcached",
+            "-o",
+            "jsonpath={.items[*].reason}",
+        ])
+        .env("KUBECONFIG", common::kubeconfig_path())
+        .output()
+        .expect("kubectl");
+    assert!(String::from_utf8_lossy(&events.stdout).contains("Deleting"), "the finalizer flow's Event");
+    let rss: Api<ReplicaSet> = Api::namespaced(client.clone(), &ns);
+    eventually("its Deployment, ReplicaSets and pods to be garbage-collected", T, || async {
+        let lp = ListParams::default().labels("app.kubernetes.io/instance=memcached-sample");
+        let d = deployments.list(&lp).await.ok()?.items.len();
+        let r = rss.list(&lp).await.ok()?.items.len();
+        let p = pods.list(&lp).await.ok()?.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count();
+        (d + r + p == 0).then_some(())
+    })
+    .await;
+    println!("Memcached walkthrough: 0→3 ready in {to_three:?}, 3→5 in {to_five:?}, deleted in {gone:?}");
+    common::delete_namespace(&client, &ns).await;
+}
+
+#[tokio::test]
+async fn swapping_the_memcached_policy_redecides_every_memcached() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "mcswap").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("memcached.wasm");
+    let original = common::read_policy("memcached.wasm");
+    std::fs::write(&file, &original).expect("policy file");
+    let op = common::Operator::start_serving(&ns, &[&file], &common::kubeconfig_path()).await;
+    let mcs = memcacheds(&client, &ns);
+    const N: usize = 4;
+    for i in 0..N {
+        let mut mc = sample(1);
+        mc.metadata.name = Some(format!("cache-{i}"));
+        mcs.create(&PostParams::default(), &mc).await.expect("create");
+    }
+    let decided_by = |digest: String| {
+        let mcs = mcs.clone();
+        async move {
+            let all = mcs.list(&ListParams::default()).await.ok()?;
+            let n = all.items.iter().filter(|m| common::decided_by(*m, &digest)).count();
+            (n == N).then_some(())
+        }
+    };
+    let first = podset_host::sandbox::Digest::of(&original).to_string();
+    eventually("every Memcached decided by the first module", T, || decided_by(first.clone())).await;
+
+    // A rebuilt module: the same logic with one more byte in a custom section, so a
+    // new digest, as an edit-and-rebuild gives.
+    let rebuilt = with_custom_section(&original, "podset-test", b"v2");
+    let second = podset_host::sandbox::Digest::of(&rebuilt).to_string();
+    let started = Instant::now();
+    replace(&file, &rebuilt);
+    eventually("every Memcached re-decided by the new module", T, || decided_by(second.clone())).await;
+    println!("{N} Memcacheds re-decided {:?} after the file was replaced", started.elapsed());
+    assert_eq!(op.sum("podset_policy_loads_total", "result=\"ok\"").await, 2.0);
+    common::delete_namespace(&client, &ns).await;
+}
+
+/// `component` with a custom section appended: a valid component with another digest.
+fn with_custom_section(component: &[u8], name: &str, data: &[u8]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    leb128(&mut payload, name.len());
+    payload.extend_from_slice(name.as_bytes());
+    payload.extend_from_slice(data);
+    let mut out = component.to_vec();
+    out.push(0); // custom section id
+    leb128(&mut out, payload.len());
+    out.extend(payload);
+    out
+}
+
+fn leb128(out: &mut Vec<u8>, mut n: usize) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn replace(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).expect("write");
+    std::fs::rename(&tmp, path).expect("rename");
+}
