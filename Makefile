@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help run test policy fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
+.PHONY: help run test policy policy-crate fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -15,6 +15,9 @@ test: ## Build everything and run unit, policy and integration tests on a privat
 
 policy: ## Build the default policy components: target/policy/{podset,memcached}.wasm
 	@hack/policy.sh
+
+policy-crate: ## Build one policy crate elsewhere: make policy-crate CRATE=path/to/guest-NAME
+	@hack/policy.sh --crate "$(CRATE)"
 
 fixtures: ## Build the default policy and the hostile test policies
 	@hack/policy.sh --fixtures

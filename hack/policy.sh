@@ -8,8 +8,17 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
+# Usage: hack/policy.sh [--fixtures | --crate DIR]
+#   --fixtures   also the hostile test policies
+#   --crate DIR  one policy crate elsewhere (made by `podset-host policy new --dir`)
 FIXTURES=0
-[ "${1:-}" = "--fixtures" ] && FIXTURES=1
+CRATE=""
+case "${1:-}" in
+  --fixtures) FIXTURES=1 ;;
+  --crate) CRATE=$(cd "${2:?--crate needs a directory}" && pwd) || die "no crate directory ${2:-}" ;;
+  "") ;;
+  *) die "usage: $0 [--fixtures | --crate DIR]" ;;
+esac
 
 TARGET=wasm32-unknown-unknown
 OUT="$ROOT/target/policy"
@@ -39,13 +48,21 @@ if [ ! -x "$HOST_BIN" ] || [ -n "$(find "$ROOT/host/src" "$ROOT/wit" -newer "$HO
     || die "building podset-host (needed to make components) failed"
 fi
 
-build() { # package features output-name
-  local pkg=$1 features=$2 name=$3 core
-  (cd "$ROOT" && "${CARGO[@]}" build -q --profile wasm --target "$TARGET" "${BUILD_STD[@]}" -p "$pkg" --lib \
+build() { # package features output-name [crate-dir]
+  local pkg=$1 features=$2 name=$3 dir=${4:-$ROOT} core
+  (cd "$dir" && "${CARGO[@]}" build -q --profile wasm --target "$TARGET" "${BUILD_STD[@]}" -p "$pkg" --lib \
       ${features:+--features "$features"}) || die "building $pkg ${features:+($features)} for $TARGET failed"
   core="$CARGO_TARGET_DIR/$TARGET/wasm/${pkg//-/_}.wasm"
   "$HOST_BIN" policy componentize "$core" -o "$name" >/dev/null || die "componentize $core failed"
 }
+
+if [ -n "$CRATE" ]; then
+  pkg=$(sed -n 's/^name = "\(.*\)"/\1/p' "$CRATE/Cargo.toml" | head -1)
+  [ -n "$pkg" ] || die "$CRATE/Cargo.toml names no package"
+  build "$pkg" "" "$OUT/${pkg#guest-}.wasm" "$CRATE"
+  log "target/policy/${pkg#guest-}.wasm: $(stat -c %s "$OUT/${pkg#guest-}.wasm") bytes"
+  exit 0
+fi
 
 # Every guest-NAME/ crate is a default policy: target/policy/NAME.wasm.
 for dir in "$ROOT"/guest-*/; do

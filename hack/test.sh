@@ -34,6 +34,17 @@ for dir in guest-*/; do
     || scenarios=$?
 done
 
+log "scaffold: a new policy crate compiles, passes its own test, builds to Wasm and passes its scenario"
+scaffold=0
+scaffold_dir=$(mktemp -d)
+{
+  target/debug/podset-host policy new demo --dir "$scaffold_dir" >/dev/null \
+    && (cd "$scaffold_dir/guest-demo" && CARGO_TARGET_DIR="$ROOT/target" cargo test -q) \
+    && hack/policy.sh --crate "$scaffold_dir/guest-demo" \
+    && target/debug/podset-host policy test target/policy/demo.wasm "$scaffold_dir"/guest-demo/scenarios/*.yaml
+} 2>&1 | tee -a "$results" || scaffold=1
+rm -rf "$scaffold_dir"
+
 log "unit and integration tests"
 tests=0
 cargo test --workspace --no-fail-fast 2>&1 | tee -a "$results" || tests=$?
@@ -42,4 +53,4 @@ cargo test --workspace --no-fail-fast 2>&1 | tee -a "$results" || tests=$?
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      /^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 }
      END { printf "total: %d passed, %d failed\n", p, f }' "$results"
-[ "$scenarios" = 0 ] && [ "$tests" = 0 ] || die "tests failed"
+[ "$scenarios" = 0 ] && [ "$scaffold" = 0 ] && [ "$tests" = 0 ] || die "tests failed"

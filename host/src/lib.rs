@@ -10,6 +10,7 @@
 //! - [`kubernetes`]: the client, caches, watches, access checks and Events
 //! - [`context`], [`operator`], [`metrics`]: shared state and wiring
 //! - [`crd`]: the operator's own resources (the CRD YAML is generated from them)
+//! - [`scaffold`]: `policy new`, a policy crate for the user's own CRD
 
 pub mod conditions;
 pub mod context;
@@ -22,6 +23,7 @@ pub mod operator;
 pub mod reconcile;
 pub mod registry;
 pub mod sandbox;
+pub mod scaffold;
 pub mod sources;
 
 pub use error::{Error, Result};

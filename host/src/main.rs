@@ -144,6 +144,20 @@ enum PolicyCommand {
         #[command(flatten)]
         sandbox: SandboxArgs,
     },
+    /// Make a policy crate for your own CRD: types, reconcile function, test, scenario.
+    New {
+        /// The policy's name: crate guest-NAME, component NAME.wasm, kind from the name.
+        name: String,
+        /// Where to make guest-NAME/ (in this repository: a workspace member).
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The CRD's API group [default: NAME.example.com].
+        #[arg(long)]
+        group: Option<String>,
+        /// The podset-host repository (for policy-sdk) [default: the one this binary was built from].
+        #[arg(long)]
+        repo: Option<PathBuf>,
+    },
     /// Wrap a core Wasm module built with wit-bindgen into a component.
     Componentize {
         core_module: PathBuf,
@@ -298,6 +312,14 @@ fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
             );
             let rows = sandbox::bench::run(&policy, &[10, 100, 1000], budget)?;
             print!("{}", sandbox::bench::Table(&rows));
+        }
+        PolicyCommand::New { name, dir, group, repo } => {
+            let repo = repo.unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")));
+            let repo = repo.canonicalize().with_context(|| format!("repository {}", repo.display()))?;
+            let req = podset_host::scaffold::Request { name: &name, dir: &dir, group: group.as_deref(), repo: &repo };
+            let made = podset_host::scaffold::new_policy(&req)?;
+            println!("made {}: cargo test there, then `make policy` (in this repository) or", made.display());
+            println!("`make -C {} policy-crate CRATE={}` builds the component", repo.display(), made.display());
         }
         PolicyCommand::Componentize { core_module, output } => {
             let core = std::fs::read(&core_module).with_context(|| format!("reading {}", core_module.display()))?;
