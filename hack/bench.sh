@@ -20,6 +20,8 @@ trap 'hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
 hack/cluster.sh down >/dev/null 2>&1 || true
 hack/cluster.sh up >/dev/null || die "the benchmark control plane did not start"
 export PODSET_TEST_KUBECONFIG="$CLUSTER_DIR/kubeconfig" PODSET_POLICY_DIR="$ROOT/target/policy"
+# The operator the benchmark runs: the release build.
+export PODSET_HOST_BIN="$ROOT/target/release/podset-host"
 echo
 echo "## Operator"
 cargo bench -q -p podset-host --bench operator

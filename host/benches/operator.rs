@@ -2,8 +2,7 @@
 //! table: convergence time for many PodSets, a policy swap across all of them, and the
 //! operator's memory. Measurements only; nothing here asserts a speed.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use podset_test_support as common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! world may not do is refused before any API call, and a policy declaring what the
 //! operator's own RBAC forbids is refused when it loads.
 
-mod common;
+use podset_test_support as common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Swapping policies in a running operator: the default policy's file, and
 //! ReconcilePolicies backed by ConfigMaps. Against the real test control plane.
 
-mod common;
+use podset_test_support as common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

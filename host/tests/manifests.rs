@@ -1,10 +1,9 @@
 //! The shipped manifests are valid for a real API server (server-side dry run), and
 //! the CRD's schema rejects invalid PodSets with its own message.
 
-mod common;
+use podset_test_support as common;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use kube::api::{Api, PostParams};
 use podset_host::crd::PodSet;
@@ -13,19 +12,10 @@ fn manifests() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests")
 }
 
-fn kubectl(args: &[&str]) -> (bool, String) {
-    let out = Command::new("kubectl")
-        .args(args)
-        .env("KUBECONFIG", common::kubeconfig_path())
-        .output()
-        .expect("kubectl runs (hack/deps.sh installs it)");
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
-
 #[tokio::test]
 async fn manifests_pass_a_server_side_dry_run() {
     // The deployment's namespace must exist for a dry run of the objects in it.
-    let (ok, out) = kubectl(&["create", "namespace", "podset-system"]);
+    let (ok, out) = common::kubectl(&["create", "namespace", "podset-system"]);
     assert!(ok || out.contains("AlreadyExists"), "{out}");
     for file in [
         "crd/podset-host.yaml",
@@ -40,7 +30,7 @@ async fn manifests_pass_a_server_side_dry_run() {
         if file.starts_with("samples/") {
             args.extend(["-n", "default"]);
         }
-        let (ok, out) = kubectl(&args);
+        let (ok, out) = common::kubectl(&args);
         assert!(ok, "server-side dry run of manifests/{file} failed:\n{out}");
     }
 
@@ -54,12 +44,12 @@ async fn manifests_pass_a_server_side_dry_run() {
     for module in ["podset.wasm", "memcached.wasm"] {
         std::fs::write(dir.path().join("policy").join(module), common::read_policy(module)).expect("module");
     }
-    let (ok, rendered) = kubectl(&["kustomize", &dir.path().to_string_lossy()]);
+    let (ok, rendered) = common::kubectl(&["kustomize", &dir.path().to_string_lossy()]);
     assert!(ok, "kubectl kustomize manifests/ failed:\n{rendered}");
     assert!(rendered.contains("binaryData:") && rendered.contains("kind: Deployment"), "{rendered}");
     let out_file = dir.path().join("rendered.yaml");
     std::fs::write(&out_file, &rendered).expect("write rendered");
-    let (ok, out) = kubectl(&["apply", "--server-side", "--dry-run=server", "-f", &out_file.to_string_lossy()]);
+    let (ok, out) = common::kubectl(&["apply", "--server-side", "--dry-run=server", "-f", &out_file.to_string_lossy()]);
     assert!(ok, "server-side dry run of the kustomization failed:\n{out}");
 }
 

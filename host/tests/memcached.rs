@@ -2,7 +2,7 @@
 //! with PodSets in one operator, and a hot swap of the policy, against the real API
 //! server, garbage collector, and Deployment and ReplicaSet controllers.
 
-mod common;
+use podset_test_support as common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

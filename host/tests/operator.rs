@@ -1,7 +1,7 @@
 //! The operator as users run it (`podset-host run`), against the real API server,
 //! garbage collector and node simulator of the test control plane.
 
-mod common;
+use podset_test_support as common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! The sandbox against real compiled policies: the default one and every hostile
 //! fixture, all in one process, with a good policy answering throughout.
 
-mod common;
+use podset_test_support as common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -3,7 +3,7 @@
 //! compiled policy deciding. Pins what no cluster test can see so precisely: the
 //! order of writes, the UID preconditions, and zero requests once converged.
 
-mod common;
+use podset_test_support as common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -3,11 +3,11 @@
 //! on: CRD schema validation, owner-reference garbage collection, and pods that reach Running,
 //! Failed, or disappear on deletion. Needs PODSET_TEST_KUBECONFIG; fails without it.
 
-mod common;
+use podset_test_support as common;
 
 use std::time::Duration;
 
-use common::{eventually, require_sim_node, with_namespace};
+use common::{eventually_ok, require_sim_node, with_namespace};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -31,7 +31,7 @@ fn widget_resource() -> ApiResource {
 async fn install_widget_crd(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     // A previous run's CRD may still be terminating: a create would then 409 forever.
-    eventually(Duration::from_secs(30), "an old Widget CRD to finish terminating", || async {
+    eventually_ok("an old Widget CRD to finish terminating", Duration::from_secs(30), || async {
         match crds.get_opt(CRD_NAME).await {
             Ok(Some(crd)) if crd.metadata.deletion_timestamp.is_some() => Err("terminating".to_owned()),
             Ok(_) => Ok(()),
@@ -66,7 +66,7 @@ async fn install_widget_crd(client: &Client) {
         Err(Error::Api(s)) if s.is_already_exists() => {}
         Err(e) => panic!("creating CRD {CRD_NAME}: {e}"),
     }
-    eventually(Duration::from_secs(30), "the Widget CRD to be Established", || async {
+    eventually_ok("the Widget CRD to be Established", Duration::from_secs(30), || async {
         let crd = crds.get(CRD_NAME).await.map_err(|e| e.to_string())?;
         let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
         conditions
@@ -134,7 +134,7 @@ fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
 
 /// Waits until the pod's phase is `want`, returning the pod as then observed.
 async fn wait_for_phase(pods: &Api<Pod>, name: &str, want: &str) -> Pod {
-    eventually(Duration::from_secs(20), &format!("pod {name} to be {want}"), || async {
+    eventually_ok(&format!("pod {name} to be {want}"), Duration::from_secs(20), || async {
         let pod = pods.get(name).await.map_err(|e| e.to_string())?;
         if phase(&pod) == Some(want) {
             Ok(pod)
@@ -172,7 +172,7 @@ async fn owned_pod_is_garbage_collected_with_its_owner() {
         pods.create(&PostParams::default(), &child).await.expect("creating the owned pod");
 
         configmaps.delete("owner", &DeleteParams::default()).await.expect("deleting the owner");
-        eventually(Duration::from_secs(30), "the owned pod to be garbage-collected", || async {
+        eventually_ok("the owned pod to be garbage-collected", Duration::from_secs(30), || async {
             match pods.get_opt("child").await {
                 Ok(None) => Ok(()),
                 Ok(Some(p)) => Err(format!("still there: deletionTimestamp {:?}", p.metadata.deletion_timestamp)),
@@ -239,7 +239,7 @@ async fn simulator_finishes_a_graceful_deletion() {
         // Default grace period (30 s): the pod only goes away this fast because the simulator
         // caps the grace period and then removes it, as a kubelet does once containers stop.
         pods.delete("victim", &DeleteParams::default()).await.expect("deleting the pod");
-        eventually(Duration::from_secs(15), "the deleted pod to disappear", || async {
+        eventually_ok("the deleted pod to disappear", Duration::from_secs(15), || async {
             match pods.get_opt("victim").await {
                 Ok(None) => Ok(()),
                 Ok(Some(p)) => Err(format!("still there: deletionTimestamp {:?}", p.metadata.deletion_timestamp)),

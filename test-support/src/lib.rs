@@ -1,0 +1,20 @@
+//! What the integration tests of every crate share: the test control plane
+//! ([`cluster`]), bounded polling ([`poll`]), the operator as a process ([`operator`]),
+//! PodSets and a test's world ([`podsets`]), the compiled policies ([`policies`]).
+//!
+//! Tests never skip: without a test cluster (`PODSET_TEST_KUBECONFIG`, set by
+//! `make test`) or compiled policies they fail with what to run.
+
+pub mod cluster;
+pub mod nodes;
+pub mod operator;
+pub mod podsets;
+pub mod policies;
+pub mod poll;
+
+pub use cluster::*;
+pub use nodes::*;
+pub use operator::*;
+pub use podsets::*;
+pub use policies::*;
+pub use poll::*;

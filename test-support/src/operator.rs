@@ -1,0 +1,135 @@
+//! `podset-host run` as a user runs it, from a test: a process with its own metrics
+//! port and log file.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::cluster::{kubeconfig_path, workspace};
+use crate::poll::eventually;
+
+/// The operator binary: `PODSET_HOST_BIN`, else the debug build in this workspace's
+/// target dir (`CARGO_TARGET_DIR` honoured), which `cargo test` builds.
+pub fn operator_binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("PODSET_HOST_BIN") {
+        return bin.into();
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
+    target.join("debug/podset-host")
+}
+
+/// `podset-host run` as a user runs it, scoped to one namespace, on its own metrics port.
+pub struct Operator {
+    child: Child,
+    pub port: u16,
+    pub log: PathBuf,
+}
+
+impl Operator {
+    pub async fn start(namespace: &str, policy: &std::path::Path) -> Operator {
+        Self::start_with(namespace, policy, &kubeconfig_path()).await
+    }
+
+    /// As [`Operator::start`], with the identity of `kubeconfig`.
+    pub async fn start_with(namespace: &str, policy: &std::path::Path, kubeconfig: &std::path::Path) -> Operator {
+        Self::start_serving(namespace, &[policy], kubeconfig).await
+    }
+
+    /// Starts the operator with several default policies (one per kind) and waits
+    /// until it is ready.
+    pub async fn start_serving(
+        namespace: &str,
+        policies: &[&std::path::Path],
+        kubeconfig: &std::path::Path,
+    ) -> Operator {
+        let op = Self::spawn_serving(namespace, policies, kubeconfig);
+        let what = format!("the operator to serve /readyz (log: {})", op.log.display());
+        eventually(&what, Duration::from_secs(30), || async {
+            http_get(op.port, "/readyz").await.filter(|b| b.starts_with("ok"))
+        })
+        .await;
+        op
+    }
+
+    /// Starts the operator without waiting for it to be ready.
+    pub fn spawn(namespace: &str, policy: &std::path::Path, kubeconfig: &std::path::Path) -> Operator {
+        Self::spawn_serving(namespace, &[policy], kubeconfig)
+    }
+
+    pub fn spawn_serving(namespace: &str, policies: &[&std::path::Path], kubeconfig: &std::path::Path) -> Operator {
+        let port = free_port();
+        let log_dir = std::env::temp_dir().join("podset-host-operator-logs");
+        std::fs::create_dir_all(&log_dir).expect("log dir");
+        let log = log_dir.join(format!("{namespace}.log"));
+        let out = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(operator_binary())
+            .args(["run", "--namespace", namespace, "--metrics-addr", &format!("127.0.0.1:{port}")])
+            .args(policies.iter().flat_map(|p| [std::ffi::OsStr::new("--policy"), p.as_os_str()]))
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info,podset_host=debug")
+            .stdout(Stdio::null())
+            .stderr(out)
+            .spawn()
+            .expect("spawn podset-host");
+        Operator { child, port, log }
+    }
+
+    pub async fn metrics(&self) -> String {
+        http_get(self.port, "/metrics").await.unwrap_or_else(|| panic!("no /metrics (log: {})", self.log.display()))
+    }
+
+    /// Sum of every sample of `metric` (all label sets) whose labels contain `filter`.
+    pub async fn sum(&self, metric: &str, filter: &str) -> f64 {
+        sum_metric(&self.metrics().await, metric, filter)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits for the process to exit; returns whether it exited
+    /// cleanly within `timeout`.
+    pub fn terminate(&mut self, timeout: Duration) -> bool {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let started = Instant::now();
+        while started.elapsed() < timeout {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn sum_metric(text: &str, metric: &str, filter: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.split(['{', ' ']).next() == Some(metric) && l.contains(filter))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+/// A minimal HTTP/1.0 GET on loopback; `None` when nothing answers.
+pub async fn http_get(port: u16, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await.ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.ok()?;
+    let (head, body) = buf.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.0 200")
+        .then(|| body.to_string())
+        .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_string()))
+}
