@@ -7,6 +7,10 @@
 #   hack/cluster.sh up       start it (a no-op if it is already up and healthy)
 #   hack/cluster.sh status   what runs, what crashed (with log tails); non-zero unless fully up
 #   hack/cluster.sh down     stop exactly the processes it started and remove the state dir
+#   hack/cluster.sh restart COMPONENT [TERM|KILL]
+#                            stop a component with the signal and start it again with the same
+#                            command line (recorded at `up` in $CLUSTER_DIR/args/COMPONENT, one
+#                            argument per line: tests also start variants from it)
 #
 # Everything (ports, pids, certs, data, logs) lives in the state dir
 #   CLUSTER_DIR   (default $ROOT/.cluster; `make test` uses $ROOT/.cluster-test)
@@ -87,12 +91,13 @@ healthy() {
   done
 }
 
-# stop NAME: TERM, up to 10 s grace, then KILL. Only the recorded pid, and only if it is ours.
+# stop NAME [SIGNAL]: SIGNAL (default TERM), up to 10 s grace, then KILL. Only the recorded
+# pid, and only if it is ours.
 stop() {
-  local name=$1 pid i
+  local name=$1 signal=${2:-TERM} pid i
   pid=$(pid_of "$name")
   if alive "$pid"; then
-    kill -TERM "$pid" 2>/dev/null || true
+    kill -"$signal" "$pid" 2>/dev/null || true
     for ((i = 0; i < 100; i++)); do alive "$pid" || break; sleep 0.1; done
     if alive "$pid"; then
       log "$name (pid $pid) ignored SIGTERM for 10 s; killing it"
@@ -120,10 +125,13 @@ tail_log() { # NAME [LINES]
 
 # start NAME CMD...: in the background, in its own session (so the caller's Ctrl-C or exit
 # does not reach it), logging to logs/NAME.log. setsid execs in place (we are not a process
-# group leader), so $! is the component's own pid.
+# group leader), so $! is the component's own pid. The command line is recorded in
+# args/NAME (one argument per line) for `restart`, and for tests that start a variant.
 start() {
   local name=$1
   shift
+  mkdir -p "$CLUSTER_DIR/args"
+  printf '%s\n' "$@" >"$CLUSTER_DIR/args/$name"
   setsid nohup "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null &
   echo $! >"$PID_DIR/$name.pid"
 }
@@ -413,6 +421,26 @@ cmd_down() {
   log "stopped; removed $CLUSTER_DIR"
 }
 
+# restart NAME [TERM|KILL]: stops a component with the signal and starts it again with the
+# command line it was started with (args/NAME). For fault tests: an API server or etcd
+# restarted under a running operator.
+cmd_restart() {
+  local name=${1:-} signal=${2:-TERM} args=()
+  [ -f "$MARKER" ] || die "no cluster in $CLUSTER_DIR"
+  [ -n "$name" ] && [ -f "$CLUSTER_DIR/args/$name" ] || die "usage: $0 restart COMPONENT [TERM|KILL]; components: $(components | tr '\n' ' ')"
+  case "$signal" in TERM | KILL) ;; *) die "signal must be TERM or KILL, not $signal" ;; esac
+  mapfile -t args <"$CLUSTER_DIR/args/$name"
+  stop "$name" "$signal"
+  start "$name" "${args[@]}"
+  load_env
+  case "$name" in
+    etcd) wait_for etcd 20 etcd_healthy ;;
+    kube-apiserver) wait_for kube-apiserver "$READY_TIMEOUT" readyz ;;
+    *) sleep 1; alive "$(pid_of "$name")" || { tail_log "$name" 30; die "$name exited after the restart"; } ;;
+  esac
+  log "$name restarted (SIG$signal)"
+}
+
 cmd_status() {
   if [ ! -f "$MARKER" ]; then
     echo "no cluster in $CLUSTER_DIR (start one with: hack/cluster.sh up)"
@@ -451,8 +479,9 @@ case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
+  restart) cmd_restart "${@:2}" ;;
   *)
-    echo "usage: $0 up|down|status   (state dir: CLUSTER_DIR=${CLUSTER_DIR})" >&2
+    echo "usage: $0 up|down|status|restart COMPONENT [TERM|KILL]   (state dir: CLUSTER_DIR=${CLUSTER_DIR})" >&2
     exit 2
     ;;
 esac

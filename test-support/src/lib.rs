@@ -1,16 +1,19 @@
 //! What the integration tests of every crate share: the test control plane
 //! ([`cluster`]), bounded polling ([`poll`]), the operator as a process ([`operator`]),
-//! PodSets and a test's world ([`podsets`]), the compiled policies ([`policies`]).
+//! PodSets and a test's world ([`podsets`]), the compiled policies ([`policies`]), the
+//! API server's audit log ([`audit`]) and a TCP proxy to cut ([`proxy`]).
 //!
 //! Tests never skip: without a test cluster (`PODSET_TEST_KUBECONFIG`, set by
 //! `make test`) or compiled policies they fail with what to run.
 
+pub mod audit;
 pub mod cluster;
 pub mod nodes;
 pub mod operator;
 pub mod podsets;
 pub mod policies;
 pub mod poll;
+pub mod proxy;
 
 pub use cluster::*;
 pub use nodes::*;

@@ -23,6 +23,11 @@ pub struct Operator {
     child: Child,
     pub port: u16,
     pub log: PathBuf,
+    /// How it was started, to start it again the same way.
+    namespace: String,
+    policies: Vec<PathBuf>,
+    kubeconfig: PathBuf,
+    extra: Vec<String>,
 }
 
 impl Operator {
@@ -43,11 +48,7 @@ impl Operator {
         kubeconfig: &std::path::Path,
     ) -> Operator {
         let op = Self::spawn_serving(namespace, policies, kubeconfig);
-        let what = format!("the operator to serve /readyz (log: {})", op.log.display());
-        eventually(&what, Duration::from_secs(30), || async {
-            http_get(op.port, "/readyz").await.filter(|b| b.starts_with("ok"))
-        })
-        .await;
+        op.ready().await;
         op
     }
 
@@ -57,21 +58,51 @@ impl Operator {
     }
 
     pub fn spawn_serving(namespace: &str, policies: &[&std::path::Path], kubeconfig: &std::path::Path) -> Operator {
+        Self::spawn_with_args(namespace, policies, kubeconfig, &[])
+    }
+
+    /// As [`Operator::spawn_serving`], with more `podset-host run` flags.
+    pub fn spawn_with_args(
+        namespace: &str,
+        policies: &[&std::path::Path],
+        kubeconfig: &std::path::Path,
+        extra: &[&str],
+    ) -> Operator {
         let port = free_port();
         let log_dir = std::env::temp_dir().join("podset-host-operator-logs");
         std::fs::create_dir_all(&log_dir).expect("log dir");
         let log = log_dir.join(format!("{namespace}.log"));
-        let out = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(operator_binary())
-            .args(["run", "--namespace", namespace, "--metrics-addr", &format!("127.0.0.1:{port}")])
-            .args(policies.iter().flat_map(|p| [std::ffi::OsStr::new("--policy"), p.as_os_str()]))
-            .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info,podset_host=debug")
-            .stdout(Stdio::null())
-            .stderr(out)
-            .spawn()
-            .expect("spawn podset-host");
-        Operator { child, port, log }
+        let _ = std::fs::remove_file(&log);
+        let spec = (
+            namespace.to_string(),
+            policies.iter().map(|p| p.to_path_buf()).collect::<Vec<_>>(),
+            kubeconfig.to_path_buf(),
+            extra.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        );
+        let child = launch(&spec.0, &spec.1, &spec.2, &spec.3, port, &log);
+        Operator { child, port, log, namespace: spec.0, policies: spec.1, kubeconfig: spec.2, extra: spec.3 }
+    }
+
+    /// Starts the process again, as it was started (after [`Operator::kill`] or
+    /// [`Operator::terminate`]); the log goes on in the same file.
+    pub fn respawn(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = launch(&self.namespace, &self.policies, &self.kubeconfig, &self.extra, self.port, &self.log);
+    }
+
+    /// Waits until `/readyz` answers ok.
+    pub async fn ready(&self) {
+        let what = format!("the operator to serve /readyz (log: {})", self.log.display());
+        eventually(&what, Duration::from_secs(30), || async {
+            http_get(self.port, "/readyz").await.filter(|b| b.starts_with("ok"))
+        })
+        .await;
+    }
+
+    /// `/readyz`'s status line and body: `(ready, body)`, or `None` when nothing answers.
+    pub async fn readyz(&self) -> Option<(bool, String)> {
+        http_status(self.port, "/readyz").await
     }
 
     pub async fn metrics(&self) -> String {
@@ -85,6 +116,12 @@ impl Operator {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Kills the process (SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Sends SIGTERM and waits for the process to exit; returns whether it exited
@@ -109,6 +146,20 @@ impl Drop for Operator {
     }
 }
 
+fn launch(namespace: &str, policies: &[PathBuf], kubeconfig: &std::path::Path, extra: &[String], port: u16, log: &std::path::Path) -> Child {
+    let out = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
+    Command::new(operator_binary())
+        .args(["run", "--namespace", namespace, "--metrics-addr", &format!("127.0.0.1:{port}")])
+        .args(policies.iter().flat_map(|p| [std::ffi::OsStr::new("--policy"), p.as_os_str()]))
+        .args(extra)
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", "info,podset_host=debug")
+        .stdout(Stdio::null())
+        .stderr(out)
+        .spawn()
+        .expect("spawn podset-host")
+}
+
 pub fn sum_metric(text: &str, metric: &str, filter: &str) -> f64 {
     text.lines()
         .filter(|l| !l.starts_with('#'))
@@ -121,15 +172,19 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
 }
 
-/// A minimal HTTP/1.0 GET on loopback; `None` when nothing answers.
-pub async fn http_get(port: u16, path: &str) -> Option<String> {
+/// A minimal HTTP/1.0 GET on loopback: `(status is 200, body)`; `None` when nothing answers.
+pub async fn http_status(port: u16, path: &str) -> Option<(bool, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
     s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await.ok()?;
     let mut buf = String::new();
     s.read_to_string(&mut buf).await.ok()?;
     let (head, body) = buf.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.0 200")
-        .then(|| body.to_string())
-        .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_string()))
+    let ok = head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200");
+    Some((ok, body.to_string()))
+}
+
+/// A minimal HTTP/1.0 GET on loopback; `None` when nothing answers.
+pub async fn http_get(port: u16, path: &str) -> Option<String> {
+    http_status(port, path).await.filter(|(ok, _)| *ok).map(|(_, body)| body)
 }
