@@ -96,16 +96,25 @@ healthy() {
 stop() {
   local name=$1 signal=${2:-TERM} pid i
   pid=$(pid_of "$name")
+  # Identity is checked once, while the process is whole: a dying process's cmdline
+  # empties before it has let go of its ports.
   if alive "$pid"; then
     kill -"$signal" "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do alive "$pid" || break; sleep 0.1; done
-    if alive "$pid"; then
-      log "$name (pid $pid) ignored SIGTERM for 10 s; killing it"
+    for ((i = 0; i < 100; i++)); do running "$pid" || break; sleep 0.1; done
+    if running "$pid"; then
+      log "$name (pid $pid) ignored SIG$signal for 10 s; killing it"
       kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 50; i++)); do alive "$pid" || break; sleep 0.1; done
+      for ((i = 0; i < 50; i++)); do running "$pid" || break; sleep 0.1; done
     fi
   fi
   rm -f "$PID_DIR/$name.pid"
+}
+
+# running PID: the process exists and is not a zombie (whatever its command line).
+running() {
+  local state
+  state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
 }
 
 stop_all() {

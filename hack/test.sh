@@ -11,6 +11,7 @@ cargo fmt --all -- --check || die "cargo fmt would change files: run cargo fmt -
 
 log "building (native)"
 cargo build --workspace --all-targets
+cargo build -p podset-host --features fault-suite --tests
 
 log "building policies (wasm32)"
 hack/policy.sh --fixtures
@@ -49,8 +50,14 @@ log "unit and integration tests"
 tests=0
 cargo test --workspace --no-fail-fast 2>&1 | tee -a "$results" || tests=$?
 
+# Alone and last: it restarts the test cluster's API server and etcd under the operator.
+log "fault suite (FAULT_RUNS=${FAULT_RUNS:-20} random kills${FAULT_SEED:+, FAULT_SEED=$FAULT_SEED})"
+faults=0
+cargo test -p podset-host --features fault-suite --test faults -- --test-threads=1 --nocapture 2>&1 \
+  | tee -a "$results" || faults=$?
+
 # One closing line for the whole run: every cargo test binary and the scenarios.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      /^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 }
      END { printf "total: %d passed, %d failed\n", p, f }' "$results"
-[ "$scenarios" = 0 ] && [ "$scaffold" = 0 ] && [ "$tests" = 0 ] || die "tests failed"
+[ "$scenarios" = 0 ] && [ "$scaffold" = 0 ] && [ "$tests" = 0 ] && [ "$faults" = 0 ] || die "tests failed"

@@ -14,6 +14,10 @@ use tracing::{debug, info, warn};
 
 use crate::status;
 
+/// How often, and how far apart, a failed step is tried again.
+const STEP_ATTEMPTS: u32 = 60;
+const STEP_RETRY: Duration = Duration::from_secs(1);
+
 pub struct Settings {
     pub node_name: String,
     pub ready_delay: Duration,
@@ -115,13 +119,23 @@ impl Simulator {
         let this = self.clone();
         tokio::spawn(async move {
             let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
-            let result = match step {
-                Step::Bind => this.bind_and_start(&pod).await,
-                Step::Start => this.start(&pod).await,
-                Step::Finalize => this.finalize(&pod).await,
-            };
-            if let Err(e) = result {
-                warn!(pod = %format!("{ns}/{name}"), ?step, error = %e, "step failed; will retry on the next event");
+            // A step that fails (the API server restarting, say) is retried: the pod may
+            // never change again, and a kubelet does not forget a pod it runs either.
+            for attempt in 1..=STEP_ATTEMPTS {
+                let result = match step {
+                    Step::Bind => this.bind_and_start(&pod).await,
+                    Step::Start => this.start(&pod).await,
+                    Step::Finalize => this.finalize(&pod).await,
+                };
+                match result {
+                    Ok(()) => break,
+                    // Gone, or changed under us: the watch brings what to do next.
+                    Err(Error::Api(s)) if s.code == 404 || s.code == 409 => break,
+                    Err(e) => {
+                        warn!(pod = %format!("{ns}/{name}"), ?step, attempt, error = %e, "step failed; retrying");
+                        tokio::time::sleep(STEP_RETRY).await;
+                    }
+                }
             }
             let mut in_flight = this.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
             if in_flight.get(&uid) == Some(&step) {

@@ -69,6 +69,12 @@ pub async fn delete_namespace(client: &Client, name: &str) {
     let _ = Api::<Namespace>::all(client.clone()).delete(name, &DeleteParams::default()).await;
 }
 
+/// The test cluster's API server, e.g. `https://127.0.0.1:6443`.
+pub fn api_server_url() -> String {
+    let admin = Kubeconfig::read_from(kubeconfig_path()).expect("kubeconfig");
+    admin.clusters[0].cluster.as_ref().and_then(|c| c.server.clone()).expect("server")
+}
+
 /// The state dir of the test cluster (`$CLUSTER_DIR`): the kubeconfig's directory.
 pub fn cluster_dir() -> PathBuf {
     kubeconfig_path().parent().map(Path::to_path_buf).unwrap_or_default()
@@ -109,6 +115,12 @@ pub fn kubectl(args: &[&str]) -> (bool, String) {
 /// A kubeconfig for the shipped ServiceAccount (manifests/rbac.yaml applied for real,
 /// a TokenRequest as the kubelet would mount it), written into `dir`.
 pub async fn service_account_kubeconfig(client: &Client, dir: &std::path::Path) -> PathBuf {
+    service_account_kubeconfig_at(client, dir, None).await
+}
+
+/// As [`service_account_kubeconfig`], for the API server at `server` (another instance,
+/// or a proxy) instead of the test cluster's.
+pub async fn service_account_kubeconfig_at(client: &Client, dir: &std::path::Path, server: Option<&str>) -> PathBuf {
     use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
     use k8s_openapi::api::core::v1::ServiceAccount;
     let run = |args: &[&str]| {
@@ -131,8 +143,7 @@ pub async fn service_account_kubeconfig(client: &Client, dir: &std::path::Path) 
     let issued: TokenRequest =
         sas.create_subresource("token", "podset-host", &PostParams::default(), &request).await.expect("TokenRequest");
     let token = issued.status.expect("a token was issued").token;
-    let admin = Kubeconfig::read_from(kubeconfig_path()).expect("kubeconfig");
-    let server = admin.clusters[0].cluster.as_ref().and_then(|c| c.server.clone()).expect("server");
+    let server = server.map(String::from).unwrap_or_else(api_server_url);
     let path = dir.join("operator.kubeconfig");
     write_kubeconfig(&path, &server, token.trim());
     path

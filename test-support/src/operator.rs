@@ -146,7 +146,14 @@ impl Drop for Operator {
     }
 }
 
-fn launch(namespace: &str, policies: &[PathBuf], kubeconfig: &std::path::Path, extra: &[String], port: u16, log: &std::path::Path) -> Child {
+fn launch(
+    namespace: &str,
+    policies: &[PathBuf],
+    kubeconfig: &std::path::Path,
+    extra: &[String],
+    port: u16,
+    log: &std::path::Path,
+) -> Child {
     let out = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
     Command::new(operator_binary())
         .args(["run", "--namespace", namespace, "--metrics-addr", &format!("127.0.0.1:{port}")])

@@ -44,11 +44,11 @@ impl Proxy {
 
     /// Drops every connection and refuses new ones.
     pub fn cut(&self) {
-        let _ = self.cut.send(true);
+        self.cut.send_replace(true);
     }
 
     pub fn restore(&self) {
-        let _ = self.cut.send(false);
+        self.cut.send_replace(false);
     }
 }
 

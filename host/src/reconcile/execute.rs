@@ -3,6 +3,8 @@
 //! server-side or deleted with a UID precondition, the policy's Events, the status
 //! when it changed, and the finalizer's removal when the policy is done.
 
+use std::time::Duration;
+
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
@@ -12,7 +14,7 @@ use serde_json::json;
 
 use super::observe::{ChildKey, Observed};
 use super::plan::{Checked, Child, Doomed, Note};
-use super::status;
+use super::status::{self, Outcome};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::kubernetes::events::{Origin, event};
@@ -21,8 +23,19 @@ use crate::registry::Admitted;
 /// The annotation on every parent naming the digest of the policy that decided it last.
 pub const DIGEST_ANNOTATION: &str = "app.example.com/policy-digest";
 
-/// Performs `checked`, decided by `admitted` for the parent of `observed`.
-pub async fn execute(ctx: &Context, observed: &Observed, admitted: &Admitted, checked: Checked) -> Result<()> {
+/// How soon a parent whose status write met a newer parent is decided again.
+const AFTER_CONFLICT: Duration = Duration::from_millis(200);
+
+/// Performs `checked`, decided by `admitted` for the parent of `observed`. Returns
+/// when to look again: sooner than `requeue` when the parent turned out to have
+/// changed under the decision.
+pub async fn execute(
+    ctx: &Context,
+    observed: &Observed,
+    admitted: &Admitted,
+    checked: Checked,
+    requeue: Duration,
+) -> Result<Duration> {
     let parent = &observed.parent;
     let ns = parent.namespace().unwrap_or_default();
     let parent_api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &observed.parent_resource);
@@ -41,7 +54,9 @@ pub async fn execute(ctx: &Context, observed: &Observed, admitted: &Admitted, ch
     }
 
     let next = status::next(parent, checked.status, None);
-    status::write(&parent_api, &ctx.written, &observed.parent_ref(), parent, next).await?;
+    if status::write(&parent_api, &ctx.written, &observed.parent_ref(), parent, next).await? == Outcome::Conflict {
+        return Ok(AFTER_CONFLICT);
+    }
 
     if checked.finalize
         && let Some(finalizer) = &admitted.resolved.finalizer
@@ -49,7 +64,7 @@ pub async fn execute(ctx: &Context, observed: &Observed, admitted: &Admitted, ch
         remove_finalizer(&parent_api, parent, finalizer).await?;
         ctx.expectations.forget(&observed.parent_ref());
     }
-    Ok(())
+    Ok(requeue)
 }
 
 /// One metadata patch at most: the policy's finalizer (on a parent not being deleted)

@@ -142,8 +142,17 @@ pub async fn act(ctx: &Context, admitted: &Admitted, observed: &Observed) -> Res
         }
     };
     let requeue = checked.requeue.unwrap_or(ctx.resync);
-    execute::execute(ctx, observed, admitted, checked).await?;
-    Ok(requeue)
+    tracing::debug!(
+        policy = %label,
+        children = observed.children.len(),
+        in_flight = observed.in_flight.creations.len() + observed.in_flight.deletions.len(),
+        creates = checked.creates.len(),
+        applies = checked.applies.len(),
+        deletes = checked.deletes.len(),
+        status = checked.status.is_some(),
+        "decided"
+    );
+    execute::execute(ctx, observed, admitted, checked, requeue).await
 }
 
 /// Waits for `ready`, unless the operator shuts down first; returns whether it is ready.

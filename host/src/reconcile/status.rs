@@ -74,30 +74,48 @@ impl Written {
     }
 }
 
-/// Writes `next` as `parent`'s status unless nothing would change. Returns whether it
-/// wrote.
+/// What became of a status write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing would change: nothing sent.
+    Unchanged,
+    Written,
+    /// The parent changed since the cache saw it: decide again from the newer one.
+    Conflict,
+}
+
+/// Writes `next` as `parent`'s status unless nothing would change.
 pub async fn write(
     api: &Api<DynamicObject>,
     written: &Written,
     key: &ParentRef,
     parent: &DynamicObject,
     next: Value,
-) -> Result<bool> {
+) -> Result<Outcome> {
     let current = current(parent);
     if next == current {
-        return Ok(false);
+        return Ok(Outcome::Unchanged);
     }
     let hash = hash_of(&next);
     let rv = parent.resource_version().unwrap_or_default();
     if written.0.lock().get(key).is_some_and(|(at, h)| *at == rv && *h == hash) {
-        return Ok(false);
+        return Ok(Outcome::Unchanged);
     }
-    // A merge patch of just the difference: no resourceVersion to conflict on (this
-    // operator is the status's only writer) and nothing resent that did not change.
-    let patch = serde_json::json!({ "status": merge_diff(&current, &next) });
-    let updated = api.patch_status(&parent.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    written.0.lock().insert(key.clone(), (updated.resource_version().unwrap_or_default(), hash));
-    Ok(true)
+    // A merge patch of just the difference from what the cache holds, applied only if
+    // the server still holds that (the resourceVersion precondition): a difference
+    // computed from a stale cache would leave fields at values nobody asked for.
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": rv },
+        "status": merge_diff(&current, &next),
+    });
+    match api.patch_status(&parent.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(updated) => {
+            written.0.lock().insert(key.clone(), (updated.resource_version().unwrap_or_default(), hash));
+            Ok(Outcome::Written)
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Conflict),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The JSON merge patch (RFC 7386) that turns `from` into `to`.

@@ -1,0 +1,651 @@
+//! The fault suite (issue 8): the operator under faults, every run checked from the API
+//! server's audit log, not from the operator's own view. Invariants:
+//! - never more active pods than asked for (the largest of the replicas the object
+//!   had during the run);
+//! - exactly the replicas asked for at the end, and a status that says so;
+//! - no orphan;
+//! - no write once converged.
+//!
+//! It restarts the test cluster's API server and etcd, so `make test` runs it on its
+//! own, after the other tests (`--features fault-suite`, one test at a time).
+//! `FAULT_RUNS=N` runs more of the random kills; `FAULT_SEED=S` replays a seed.
+
+use podset_test_support as common;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::audit::{AuditLog, Entry, Mark, OPERATOR_USER, peak_active_pods, writes_by};
+use common::{cluster_dir, cluster_env, eventually, policy_dir};
+use futures::future::join_all;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use podset_host::crd::PodSet;
+use serde_json::json;
+
+const CONVERGE: Duration = Duration::from_secs(90);
+/// How long a converged object is watched for writes that should not happen.
+const QUIET: Duration = Duration::from_secs(3);
+
+/// A small deterministic generator: a printed seed replays a failing run.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+fn seed() -> u64 {
+    std::env::var("FAULT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    })
+}
+
+fn runs(default: usize) -> usize {
+    std::env::var("FAULT_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// The kinds a policy serves today, each with what "converged" means for it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Workload {
+    PodSet,
+    Memcached,
+}
+
+impl Workload {
+    /// The largest size its CRD allows.
+    fn max(self) -> i32 {
+        match self {
+            Workload::PodSet => 10,
+            Workload::Memcached => 5,
+        }
+    }
+}
+
+fn memcacheds(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"));
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+/// One object under one operator, in a namespace of its own.
+struct Case {
+    client: Client,
+    ns: String,
+    workload: Workload,
+    op: common::Operator,
+    _dir: tempfile::TempDir,
+}
+
+const NAME: &str = "subject";
+
+impl Case {
+    /// An operator (as the shipped ServiceAccount, reaching the API server at `server`)
+    /// serving both default policies, and one object of `workload` at `replicas`.
+    async fn new(prefix: &str, workload: Workload, replicas: i32, server: Option<&str>) -> Case {
+        let client = common::client().await;
+        let ns = common::namespace(&client, prefix).await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = common::service_account_kubeconfig_at(&client, dir.path(), server).await;
+        let policies = [policy_dir().join("podset.wasm"), policy_dir().join("memcached.wasm")];
+        let op = common::Operator::spawn_serving(&ns, &[&policies[0], &policies[1]], &kubeconfig);
+        op.ready().await;
+        let case = Case { client, ns, workload, op, _dir: dir };
+        case.create(replicas).await;
+        case.converged(replicas).await.unwrap_or_else(|e| panic!("{prefix}: first convergence: {e}"));
+        case
+    }
+
+    async fn create(&self, replicas: i32) {
+        match self.workload {
+            Workload::PodSet => {
+                let api: Api<PodSet> = Api::namespaced(self.client.clone(), &self.ns);
+                api.create(&PostParams::default(), &common::podset(NAME, replicas)).await.expect("create PodSet");
+            }
+            Workload::Memcached => {
+                let mc: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+                    "metadata": { "name": NAME }, "spec": { "size": replicas }
+                }))
+                .expect("memcached");
+                memcacheds(&self.client, &self.ns).create(&PostParams::default(), &mc).await.expect("create Memcached");
+            }
+        }
+    }
+
+    async fn scale(&self, replicas: i32) {
+        let (field, pp) = (if self.workload == Workload::PodSet { "replicas" } else { "size" }, PatchParams::default());
+        let patch = Patch::Merge(json!({ "spec": { field: replicas } }));
+        match self.workload {
+            Workload::PodSet => {
+                Api::<PodSet>::namespaced(self.client.clone(), &self.ns).patch(NAME, &pp, &patch).await.map(|_| ())
+            }
+            Workload::Memcached => memcacheds(&self.client, &self.ns).patch(NAME, &pp, &patch).await.map(|_| ()),
+        }
+        .expect("scale");
+    }
+
+    /// Active pods of the object (not terminating, not finished), sorted.
+    async fn active_pods(&self) -> Vec<String> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
+        let mut names: Vec<String> = pods
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(common::is_active)
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Converged at `replicas`: exactly that many active pods, a status that says so.
+    async fn converged(&self, replicas: i32) -> Result<Duration, String> {
+        let started = Instant::now();
+        let mut last = String::new();
+        while started.elapsed() < CONVERGE {
+            match self.check_converged(replicas).await {
+                Ok(()) => return Ok(started.elapsed()),
+                Err(e) => last = e,
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Err(format!("not converged at {replicas} after {CONVERGE:?}: {last} (operator log: {})", self.op.log.display()))
+    }
+
+    async fn check_converged(&self, replicas: i32) -> Result<(), String> {
+        let active = self.active_pods().await;
+        if active.len() != replicas as usize {
+            return Err(format!("{} active pods", active.len()));
+        }
+        match self.workload {
+            Workload::PodSet => {
+                let ps = Api::<PodSet>::namespaced(self.client.clone(), &self.ns)
+                    .get(NAME)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let st = ps.status.ok_or("no status")?;
+                if st.pod_names != active || st.available_replicas != replicas {
+                    let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
+                    let ready = pods
+                        .list(&ListParams::default())
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .items
+                        .iter()
+                        .filter(|p| common::is_active(p) && common::is_ready(p))
+                        .count();
+                    return Err(format!(
+                        "status says {:?} / {} available; {ready} active pods are ready",
+                        st.pod_names, st.available_replicas
+                    ));
+                }
+                if st.observed_generation != ps.metadata.generation {
+                    return Err(format!(
+                        "status observed generation {:?} of {:?}",
+                        st.observed_generation, ps.metadata.generation
+                    ));
+                }
+                let uid = ps.metadata.uid.unwrap_or_default();
+                let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
+                let orphans: Vec<String> = pods
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .filter(|p| !p.owner_references().iter().any(|r| r.controller == Some(true) && r.uid == uid))
+                    .map(|p| p.name_any())
+                    .collect();
+                if !orphans.is_empty() {
+                    return Err(format!("orphans {orphans:?}"));
+                }
+            }
+            Workload::Memcached => {
+                let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &self.ns);
+                let all = deployments.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
+                if all.len() != 1 || all[0].spec.as_ref().and_then(|s| s.replicas) != Some(replicas) {
+                    return Err(format!("{} Deployments", all.len()));
+                }
+                let mc = memcacheds(&self.client, &self.ns).get(NAME).await.map_err(|e| e.to_string())?;
+                let nodes: Vec<String> = serde_json::from_value(mc.data["status"]["nodes"].clone()).unwrap_or_default();
+                let generation = mc.metadata.generation.unwrap_or(0);
+                let available = mc.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "Available" && c["status"] == "True" && c["observedGeneration"] == generation
+                    })
+                });
+                if nodes != active || !available {
+                    return Err(format!("status lists {nodes:?}, Available {available}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every invariant for a run that started converged at `start`, asked for
+    /// `asked` in turn, and whose audit entries start at `mark`. Returns the violations
+    /// and the time to reconverge (from now).
+    async fn verify(&self, audit: &AuditLog, mark: Mark, start: i32, asked: &[i32]) -> (Vec<String>, Duration) {
+        let last = *asked.last().unwrap_or(&start);
+        let mut violations = Vec::new();
+        let took = match self.converged(last).await {
+            Ok(t) => t,
+            Err(e) => {
+                violations.push(e);
+                CONVERGE
+            }
+        };
+        let bound = asked.iter().copied().chain([start]).max().unwrap_or(start) as usize;
+        let entries = audit.since(mark);
+        let peak = peak_active_pods(&entries, &self.ns, start as usize);
+        if peak > bound {
+            violations.push(format!("{peak} active pods at once, asked for at most {bound} (audit log)"));
+        }
+        let quiet = audit.mark();
+        tokio::time::sleep(QUIET).await;
+        let after = audit.since(quiet);
+        let writes: Vec<String> = operator_writes(&after, &self.ns);
+        if !writes.is_empty() {
+            violations.push(format!("{} writes once converged: {writes:?}", writes.len()));
+        }
+        (violations, took)
+    }
+
+    async fn cleanup(self) {
+        common::delete_namespace(&self.client, &self.ns).await;
+    }
+}
+
+fn operator_writes(entries: &[Entry], ns: &str) -> Vec<String> {
+    writes_by(entries, OPERATOR_USER)
+        .filter(|e| e.object_ref.namespace.as_deref() == Some(ns))
+        .map(|e| {
+            format!(
+                "{} {}{}",
+                e.verb,
+                e.object_ref.resource,
+                e.object_ref.subresource.as_ref().map(|s| format!("/{s}")).unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// One line of the report.
+fn report(fault: &str, runs: usize, violations: &[String], slowest: Duration) {
+    println!("| {fault:<44} | {runs:>4} | {:>10} | {:>8.1} s |", violations.len(), slowest.as_secs_f64());
+    for v in violations {
+        println!("    violation: {v}");
+    }
+}
+
+fn cluster_script(args: &[&str]) {
+    let script = common::workspace().join("hack/cluster.sh");
+    let out = Command::new(script).args(args).env("CLUSTER_DIR", cluster_dir()).output().expect("hack/cluster.sh");
+    assert!(out.status.success(), "hack/cluster.sh {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Polls `/readyz` until `done` resolves; returns whether it was ever not ready.
+async fn saw_unready(op: &common::Operator, done: impl std::future::Future<Output = ()>) -> bool {
+    let mut done = std::pin::pin!(done);
+    let mut unready = false;
+    loop {
+        tokio::select! {
+            _ = &mut done => return unready,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                if op.readyz().await.is_some_and(|(ok, _)| !ok) {
+                    unready = true;
+                }
+            }
+        }
+    }
+}
+
+/// One run of the random kills: the sizes asked for in turn, with the gaps between
+/// them, and when (ms after the first change) and how the operator is killed.
+#[derive(Clone)]
+struct KillPlan {
+    run: usize,
+    workload: Workload,
+    asked: Vec<i32>,
+    kill_after: u64,
+    gaps: Vec<u64>,
+    sigkill: bool,
+}
+
+#[tokio::test]
+async fn the_operator_killed_at_random_points() {
+    let seed = seed();
+    println!("FAULT_SEED={seed}");
+    let mut rng = Rng::new(seed);
+    let audit = Arc::new(AuditLog::open());
+    let total = runs(20);
+    // Four at a time: each in its own namespace with its own operator.
+    let plans: Vec<KillPlan> = (0..total)
+        .map(|run| {
+            let workload = if run % 4 == 3 { Workload::Memcached } else { Workload::PodSet };
+            let asked = (0..3).map(|_| rng.range(1, workload.max() as u64) as i32).collect();
+            let kill_after = rng.range(0, 1500);
+            let gaps = (0..3).map(|_| rng.range(0, 500)).collect();
+            KillPlan { run, workload, asked, kill_after, gaps, sigkill: run % 2 == 0 }
+        })
+        .collect();
+    let mut violations = Vec::new();
+    let mut slowest = Duration::ZERO;
+    for batch in plans.chunks(4) {
+        let results =
+            join_all(batch.iter().cloned().map(|KillPlan { run: i, workload, asked, kill_after, gaps, sigkill }| {
+                let audit = audit.clone();
+                async move {
+                    let mut case = Case::new(&format!("kill{i}"), workload, 1, None).await;
+                    let mark = audit.mark();
+                    let started = Instant::now();
+                    let mut killed = false;
+                    for (value, gap) in asked.iter().zip(&gaps) {
+                        case.scale(*value).await;
+                        tokio::time::sleep(Duration::from_millis(*gap)).await;
+                        if !killed && started.elapsed() >= Duration::from_millis(kill_after) {
+                            kill(&mut case.op, sigkill);
+                            killed = true;
+                        }
+                    }
+                    if !killed {
+                        tokio::time::sleep(Duration::from_millis(kill_after).saturating_sub(started.elapsed())).await;
+                        kill(&mut case.op, sigkill);
+                    }
+                    case.op.respawn();
+                    let (v, took) = case.verify(&audit, mark, 1, &asked).await;
+                    let v: Vec<String> = v
+                        .into_iter()
+                        .map(|v| {
+                            format!(
+                                "run {i} ({workload:?} 1→{asked:?}, SIG{}): {v}",
+                                if sigkill { "KILL" } else { "TERM" }
+                            )
+                        })
+                        .collect();
+                    case.cleanup().await;
+                    (v, took)
+                }
+            }))
+            .await;
+        for (v, took) in results {
+            violations.extend(v);
+            slowest = slowest.max(took);
+        }
+    }
+    report("operator SIGKILL/SIGTERM at random points", total, &violations, slowest);
+    assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
+}
+
+fn kill(op: &mut common::Operator, sigkill: bool) {
+    if sigkill {
+        op.kill();
+    } else {
+        op.terminate(Duration::from_secs(15));
+    }
+}
+
+/// A cluster component restarted while an object scales: the operator recovers
+/// without a restart. An API server restart breaks the operator's watches: its
+/// `/readyz` must say it is not ready meanwhile. (An etcd restart is absorbed by the
+/// API server, whose watches to etcd resume: the operator's stay intact.)
+async fn component_restarted(component: &str, signal: &str, to: i32) -> (Vec<String>, Duration) {
+    let audit = AuditLog::open();
+    let case = Case::new(&format!("{component}-{}", signal.to_lowercase()), Workload::PodSet, 2, None).await;
+    let mark = audit.mark();
+    case.scale(to).await;
+    let restart = tokio::task::spawn_blocking({
+        let (component, signal) = (component.to_string(), signal.to_string());
+        move || cluster_script(&["restart", &component, &signal])
+    });
+    let unready = saw_unready(&case.op, async {
+        let _ = restart.await;
+        // The watches notice and list again: wait until ready, then a little more.
+        case.op.ready().await;
+    })
+    .await;
+    let (mut v, took) = case.verify(&audit, mark, 2, &[to]).await;
+    if component == "kube-apiserver" && !unready {
+        v.push(format!("/readyz never said not ready while {component} restarted"));
+    }
+    let v = v.into_iter().map(|v| format!("{component} SIG{signal}: {v}")).collect();
+    case.cleanup().await;
+    (v, took)
+}
+
+#[tokio::test]
+async fn api_server_and_etcd_restarted_mid_scale() {
+    for (component, to) in [("kube-apiserver", 8), ("etcd", 3)] {
+        let mut violations = Vec::new();
+        let mut slowest = Duration::ZERO;
+        for signal in ["KILL", "TERM"] {
+            let (v, took) = component_restarted(component, signal, to).await;
+            violations.extend(v);
+            slowest = slowest.max(took);
+        }
+        report(&format!("{component} restarted mid-scale (KILL, TERM)"), 2, &violations, slowest);
+        assert!(violations.is_empty(), "{violations:#?}");
+    }
+}
+
+/// A second kube-apiserver on the cluster's etcd, started by a test with some flags
+/// changed, on a port of its own, with an audit log of its own.
+struct ApiServer {
+    child: Child,
+    url: String,
+    audit: PathBuf,
+}
+
+impl ApiServer {
+    fn start(name: &str, flags: &[&str]) -> ApiServer {
+        let args = std::fs::read_to_string(cluster_dir().join("args/kube-apiserver")).expect("recorded apiserver args");
+        let port =
+            std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("port");
+        let audit = cluster_dir().join(format!("logs/audit-{name}.log"));
+        let mut argv: Vec<String> = args
+            .lines()
+            .filter(|a| !a.starts_with("--secure-port=") && !a.starts_with("--audit-log-path="))
+            .filter(|a| !flags.iter().any(|f| f.split('=').next() == a.split('=').next()))
+            .map(String::from)
+            .collect();
+        argv.push(format!("--secure-port={port}"));
+        argv.push(format!("--audit-log-path={}", audit.display()));
+        argv.extend(flags.iter().map(|f| f.to_string()));
+        let log = std::fs::File::create(cluster_dir().join(format!("logs/apiserver-{name}.log"))).expect("log");
+        let child =
+            Command::new(&argv[0]).args(&argv[1..]).stdout(Stdio::null()).stderr(log).spawn().expect("kube-apiserver");
+        ApiServer { child, url: format!("https://127.0.0.1:{port}"), audit }
+    }
+
+    async fn ready(&self) {
+        let token = cluster_env("APISERVER_TOKEN").expect("token");
+        let url = format!("{}/readyz", self.url);
+        eventually("the test's own API server to be ready", Duration::from_secs(60), || async {
+            let out = tokio::process::Command::new("curl")
+                .args(["-sk", "--max-time", "2", "-H", &format!("Authorization: Bearer {token}"), &url])
+                .output()
+                .await
+                .ok()?;
+            (String::from_utf8_lossy(&out.stdout) == "ok").then_some(())
+        })
+        .await;
+    }
+
+    fn signal(&self, sig: &str) {
+        let _ = Command::new("kill").args([&format!("-{sig}"), &self.child.id().to_string()]).status();
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// etcd's current revision, from its v3 HTTP gateway.
+async fn etcd(path: &str, body: serde_json::Value) -> serde_json::Value {
+    let port = cluster_env("ETCD_PORT").expect("ETCD_PORT");
+    let out = tokio::process::Command::new("curl")
+        .args([
+            "-s",
+            "--max-time",
+            "5",
+            "-X",
+            "POST",
+            "-d",
+            &body.to_string(),
+            &format!("http://127.0.0.1:{port}{path}"),
+        ])
+        .output()
+        .await
+        .expect("curl");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("etcd {path}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[tokio::test]
+async fn watch_expiry_410_gone_relists_without_missing_or_doubling() {
+    // Watches served straight from etcd (no watch cache), so a compaction reaches them.
+    let server = ApiServer::start("nocache", &["--watch-cache=false"]);
+    server.ready().await;
+    let case = Case::new("expiry", Workload::PodSet, 2, Some(&server.url)).await;
+    let audit = AuditLog::at(&server.audit);
+    let main_audit = AuditLog::open();
+    let (mark, main_mark) = (audit.mark(), main_audit.mark());
+    // Freeze the operator's API server: its etcd watches fall behind while the object
+    // changes through the cluster's own API server, and etcd compacts past them. Enough
+    // changes that etcd cannot keep them in the frozen watcher's buffers: only a
+    // watcher that fell behind is cancelled by a compaction.
+    server.signal("STOP");
+    case.scale(6).await;
+    let podsets: Api<PodSet> = Api::namespaced(case.client.clone(), &case.ns);
+    for i in 0..400 {
+        let churn = json!({ "metadata": { "annotations": { "test.podset.dev/churn": i.to_string() } } });
+        podsets.patch(NAME, &PatchParams::default(), &Patch::Merge(&churn)).await.expect("churn");
+    }
+    let rev = etcd("/v3/kv/range", json!({ "key": "AA==" })).await["header"]["revision"]
+        .as_str()
+        .and_then(|r| r.parse::<i64>().ok())
+        .expect("etcd revision");
+    etcd("/v3/kv/compaction", json!({ "revision": rev.to_string(), "physical": true })).await;
+    server.signal("CONT");
+    let (mut v, took) = case.verify(&audit, mark, 2, &[6]).await;
+    // The operator's creates went through its own API server; the spec change through the cluster's.
+    let peak = peak_active_pods(&audit.since(mark), &case.ns, 2).max(peak_active_pods(
+        &main_audit.since(main_mark),
+        &case.ns,
+        2,
+    ));
+    if peak > 6 {
+        v.push(format!("{peak} active pods at once"));
+    }
+    // The compaction must have broken the operator's watch (as 410 Gone, or as the
+    // API server's "PrevKv=nil" error for an event whose previous revision is gone),
+    // and the cache must have listed again after it.
+    let log = std::fs::read_to_string(&case.op.log).unwrap_or_default();
+    let failed = log.lines().position(|l| l.contains("watch failed"));
+    match failed {
+        None => v.push("the compaction never broke the operator's watch: the fault did not happen".into()),
+        Some(at) => {
+            let why = log.lines().nth(at).unwrap_or_default();
+            println!(
+                "watch expiry: the operator's watch failed with: {}",
+                why.split("watch failed: ").nth(1).unwrap_or(why)
+            );
+            if !log.lines().skip(at).any(|l| l.contains("cache synced")) {
+                v.push("no relist after the watch failed".into());
+            }
+        }
+    }
+    report("watch expiry: etcd compacted under a frozen API server", 1, &v, took);
+    assert!(v.is_empty(), "{v:#?}");
+    case.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_throttling_api_server_slows_the_operator_but_it_converges_exactly() {
+    // Baseline through the cluster's API server, then the same through one that
+    // admits a single request at a time (the classic max-inflight filter, 429s).
+    let audit = AuditLog::open();
+    let case = Case::new("unthrottled", Workload::PodSet, 1, None).await;
+    let mark = audit.mark();
+    case.scale(10).await;
+    let (mut v, baseline) = case.verify(&audit, mark, 1, &[10]).await;
+    case.cleanup().await;
+
+    let server = ApiServer::start(
+        "throttled",
+        &["--max-requests-inflight=1", "--max-mutating-requests-inflight=1", "--enable-priority-and-fairness=false"],
+    );
+    server.ready().await;
+    let audit = AuditLog::at(&server.audit);
+    let case = Case::new("throttled", Workload::PodSet, 1, Some(&server.url)).await;
+    let mark = audit.mark();
+    case.scale(10).await;
+    let (w, throttled) = case.verify(&audit, mark, 1, &[10]).await;
+    v.extend(w);
+    let refused = audit.since(mark).iter().filter(|e| e.response_status.code == 429).count();
+    let (ours, _) = (operator_writes(&audit.since(mark), &case.ns).len(), ());
+    println!(
+        "throttling: 1→10 in {baseline:?} unthrottled, {throttled:?} throttled ({:.1}×); {refused} requests got 429, {ours} writes",
+        throttled.as_secs_f64() / baseline.as_secs_f64().max(0.001)
+    );
+    if refused == 0 {
+        v.push("no request was throttled: the fault did not happen".into());
+    }
+    report("throttling: max-requests-inflight=1 (429s)", 1, &v, throttled);
+    assert!(v.is_empty(), "{v:#?}");
+    case.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_partitioned_operator_survives_10s_and_60s_cuts() {
+    let upstream: SocketAddr = common::api_server_url()
+        .trim_start_matches("https://")
+        .parse()
+        .expect("the test API server listens on an address");
+    let proxy = common::proxy::Proxy::start(upstream).await;
+    let audit = AuditLog::open();
+    let case = Case::new("partition", Workload::PodSet, 2, Some(&format!("https://{}", proxy.addr))).await;
+    let mut violations = Vec::new();
+    let mut slowest = Duration::ZERO;
+    let mut current = 2;
+    for (cut, to) in [(Duration::from_secs(10), 5), (Duration::from_secs(60), 1)] {
+        let mark = audit.mark();
+        proxy.cut();
+        // Asked for while the operator cannot see it.
+        case.scale(to).await;
+        let unready = saw_unready(&case.op, tokio::time::sleep(cut)).await;
+        proxy.restore();
+        let (v, took) = case.verify(&audit, mark, current, &[to]).await;
+        violations.extend(v.into_iter().map(|v| format!("{cut:?} cut: {v}")));
+        if !unready {
+            violations.push(format!("{cut:?} cut: /readyz never said not ready"));
+        }
+        slowest = slowest.max(took);
+        current = to;
+    }
+    report("partition: a 10 s and a 60 s cut", 2, &violations, slowest);
+    assert!(violations.is_empty(), "{violations:#?}");
+    case.cleanup().await;
+}
