@@ -12,7 +12,7 @@ wit_bindgen::generate!({
     additional_derives: [PartialEq],
 });
 
-mod decide;
+pub mod decide;
 
 use exports::podset::policy::identity::Guest as Identity;
 use exports::podset::policy::podset::{Action, Guest, Input};
