@@ -254,6 +254,12 @@ fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
             println!("version:   {}", info.version);
             println!("contract:  {} (host speaks {}), world {world}", info.contract, contract::contract_version());
             println!("digest:    {}", policy.digest());
+            let size = sandbox::inspect::size(&std::fs::read(&module)?)?;
+            let limits = sandbox.limits();
+            println!(
+                "size:      {} functions (limit {}), {} bytes of data (limit {})",
+                size.functions, limits.max_functions, size.data_bytes, limits.max_data_bytes
+            );
             println!("imports:   {}", policy.imports().join(", "));
             println!("parent:    {}", kind_name(&to_gvk(&d.parent)));
             let children: Vec<String> = d.children.iter().map(|k| kind_name(&to_gvk(k))).collect();

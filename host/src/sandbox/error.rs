@@ -19,6 +19,9 @@ pub enum Error {
     #[error("invalid component: {0}")]
     Invalid(String),
 
+    #[error("the module is too complex to load: {0}")]
+    TooComplex(String),
+
     #[error(
         "the policy imports {imports:?}, outside the allowlist {allowed:?}: policies get no capability but logging"
     )]
@@ -57,6 +60,7 @@ impl Error {
             Error::NotWasm { .. } => "NotWasm",
             Error::CoreModule => "NotAComponent",
             Error::Invalid(_) => "InvalidComponent",
+            Error::TooComplex(_) => "ModuleTooComplex",
             Error::ForbiddenImports { .. } => "ForbiddenImports",
             Error::Incompatible(_) => "IncompatibleContract",
             Error::InvalidDeclarations(_) => "InvalidDeclarations",
@@ -77,6 +81,7 @@ impl Error {
                 | Error::NotWasm { .. }
                 | Error::CoreModule
                 | Error::Invalid(_)
+                | Error::TooComplex(_)
                 | Error::ForbiddenImports { .. }
                 | Error::Incompatible(_)
                 | Error::InvalidDeclarations(_)

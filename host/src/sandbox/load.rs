@@ -4,13 +4,13 @@ use std::sync::Arc;
 
 use wasmtime::component::Component;
 
-use super::World;
 use super::error::chain;
 use super::{Digest, Error, Policy, PolicyEngine, Result};
+use super::{World, inspect};
 use crate::contract::bindings::{PodsetPolicyPre, ReconcilePolicyPre, contract_version, interface_name};
 use crate::contract::declarations;
 
-/// Bytes → must be a component → imports within the allowlist → exports `identity`
+/// Bytes → must be a component → small enough to compile → imports within the allowlist → exports `identity`
 /// and one world's interface of this contract → links → `info()` runs in the sandbox,
 /// reports a compatible contract version and declarations that fit its world.
 pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Result<Policy> {
@@ -19,6 +19,7 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
         return Err(Error::TooLarge { size: bytes.len(), limit: limits.module_bytes });
     }
     check_header(bytes)?;
+    inspect::check(bytes, limits)?;
     let component = Component::new(&engine.engine, bytes).map_err(|e| Error::Invalid(chain(&e)))?;
 
     // The allowlist is checked before linking so the error names every offending

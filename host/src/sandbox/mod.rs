@@ -11,6 +11,7 @@ pub mod bench;
 pub mod componentize;
 mod digest;
 mod error;
+pub mod inspect;
 mod instance;
 mod load;
 mod output;
@@ -54,6 +55,11 @@ pub struct Limits {
     pub memory_bytes: usize,
     /// Largest module accepted.
     pub module_bytes: usize,
+    /// Most functions (over all its core modules) a module may hold: compiling costs
+    /// time and memory in proportion.
+    pub max_functions: u64,
+    /// Most bytes of data segments a module may hold.
+    pub max_data_bytes: u64,
     /// Most actions one decision may return.
     pub max_actions: usize,
     /// Longest string anywhere in a decision's output, but JSON objects.
@@ -70,6 +76,8 @@ impl Default for Limits {
             deadline: Duration::from_millis(100),
             memory_bytes: 16 << 20,
             module_bytes: 8 << 20,
+            max_functions: 20_000,
+            max_data_bytes: 4 << 20,
             max_actions: 1_000,
             max_string_bytes: 16 << 10,
             max_object_bytes: 256 << 10,
