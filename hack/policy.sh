@@ -74,7 +74,7 @@ done
 if [ "$FIXTURES" = 1 ]; then
   # The default policy's visibly different variant, for hot-swap tests.
   build guest-podset canary "$OUT/fixtures/canary.wasm"
-  for f in infinite-loop memory-bomb panic action-flood wrong-contract wasi-import generic-hostile forbidden-kind; do
+  for f in infinite-loop memory-bomb panic action-flood wrong-contract wasi-import generic-hostile forbidden-kind missing-kind; do
     build policy-fixtures "$f" "$OUT/fixtures/$f.wasm"
   done
   # A core module that never became a component.

@@ -6,8 +6,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 /// The condition the operator sets on a parent whose policy cannot decide.
 pub const POLICY_FAILED: &str = "PolicyFailed";
 
-/// Conditions the operator itself owns; a policy may not set them.
-pub const HOST_CONDITIONS: &[&str] = &[POLICY_FAILED];
+/// The condition the operator sets on a parent when the API server refuses what its
+/// policy decided (a child that fails validation, a quota, an admission webhook).
+pub const RECONCILE_FAILED: &str = "ReconcileFailed";
+
+/// Conditions the operator itself owns; a policy may not set them. Each reconcile
+/// leaves at most one of them, describing how that reconcile ended.
+pub const HOST_CONDITIONS: &[&str] = &[POLICY_FAILED, RECONCILE_FAILED];
 
 /// Puts `new` in `conditions` in place of any condition of its type. Its
 /// `lastTransitionTime` is kept from `previous` when the status there was the same.

@@ -20,8 +20,45 @@ pub enum Error {
     #[error("no policy can decide for this object: {0}")]
     NoPolicy(String),
 
+    /// The API server refused a child the policy decided.
+    #[error("{} {key}: {source}", action.verb())]
+    Child {
+        action: ChildAction,
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+
     #[error("{0}")]
     Internal(String),
+}
+
+/// What the host was doing to a child.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildAction {
+    Create,
+    Apply,
+    Delete,
+}
+
+impl ChildAction {
+    pub fn verb(self) -> &'static str {
+        match self {
+            ChildAction::Create => "creating",
+            ChildAction::Apply => "applying",
+            ChildAction::Delete => "deleting",
+        }
+    }
+
+    /// The reason of the `ReconcileFailed` condition and Event (as the ReplicaSet
+    /// controller names its own).
+    pub fn failed(self) -> &'static str {
+        match self {
+            ChildAction::Create => "FailedCreate",
+            ChildAction::Apply => "FailedApply",
+            ChildAction::Delete => "FailedDelete",
+        }
+    }
 }
 
 impl Error {
@@ -29,6 +66,7 @@ impl Error {
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::Kube(_) => "kube",
+            Error::Child { action, .. } => action.failed(),
             Error::Policy { source, .. } => source.reason(),
             Error::Rejected { rejection, .. } => rejection.metric_label(),
             Error::NoPolicy(_) => "NoPolicy",

@@ -95,6 +95,11 @@ impl Registry {
         self.files.write().entry(file.to_path_buf()).or_default().error = Some(error);
     }
 
+    /// Why `file`'s current content was refused, if it was.
+    pub fn file_error(&self, file: &Path) -> Option<String> {
+        self.files.read().get(file).and_then(|e| e.error.clone())
+    }
+
     pub fn file_policy(&self, file: &Path) -> Option<Arc<Admitted>> {
         self.files.read().get(file).and_then(|e| e.serving.clone())
     }

@@ -240,6 +240,16 @@ async fn an_operator_that_cannot_reach_its_cluster_is_not_ready_and_still_stops(
     common::write_kubeconfig(&kubeconfig, &format!("https://127.0.0.1:{closed}"), "t");
     let mut op = common::Operator::spawn("nowhere", &common::policy_dir().join("podset.wasm"), &kubeconfig);
     eventually("the operator to serve /healthz", T, || async { common::http_get(op.port, "/healthz").await }).await;
-    assert_eq!(common::http_get(op.port, "/readyz").await, None, "not ready without its caches");
+    // Not ready, and /readyz says why: the API server cannot be reached.
+    let body = eventually("/readyz to say why it is not ready", T, || async {
+        op.readyz().await.filter(|(ok, body)| !ok && body.contains("does not answer")).map(|(_, b)| b)
+    })
+    .await;
+    assert!(body.contains("podset.wasm"), "it names what waits for the API server: {body}");
+    let log = std::fs::read_to_string(&op.log).expect("log");
+    assert!(
+        log.contains(&format!("127.0.0.1:{closed}")) && log.contains("retrying"),
+        "the log names the server and retries"
+    );
     assert!(op.terminate(Duration::from_secs(10)), "SIGTERM before the caches synced (log: {})", op.log.display());
 }

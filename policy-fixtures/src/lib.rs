@@ -6,15 +6,21 @@
 //! `wrong-contract`, `wasi-import`. Any-kind fixtures: `generic-hostile` (reconciles
 //! PodSets and, depending on the parent's `fixture.podset.dev/attack` label, tries one
 //! thing the host must refuse) and `forbidden-kind` (declares a kind the operator's
-//! RBAC does not allow).
+//! RBAC does not allow), `missing-kind` (reconciles a kind no CRD serves until a test
+//! installs one).
 
-#[cfg(not(any(feature = "wasi-import", feature = "generic-hostile", feature = "forbidden-kind")))]
+#[cfg(not(any(
+    feature = "wasi-import",
+    feature = "generic-hostile",
+    feature = "forbidden-kind",
+    feature = "missing-kind"
+)))]
 wit_bindgen::generate!({ path: "../wit", world: "podset-policy" });
 
 #[cfg(feature = "wasi-import")]
 wit_bindgen::generate!({ path: ["../wit", "wit"], world: "podset:fixtures/wasi-import", generate_all });
 
-#[cfg(any(feature = "generic-hostile", feature = "forbidden-kind"))]
+#[cfg(any(feature = "generic-hostile", feature = "forbidden-kind", feature = "missing-kind"))]
 wit_bindgen::generate!({ path: "../wit", world: "reconcile-policy" });
 
 use exports::podset::policy::identity::Guest as Identity;
@@ -41,9 +47,14 @@ struct Fixture;
 
 impl Identity for Fixture {
     fn info() -> PolicyInfo {
+        let parent = if cfg!(feature = "missing-kind") {
+            kind("fixtures.podset.dev", "v1", "Ghost")
+        } else {
+            kind("app.example.com", "v1alpha1", "PodSet")
+        };
         let children = if cfg!(feature = "forbidden-kind") {
             vec![kind("batch", "v1", "Job")]
-        } else if cfg!(feature = "generic-hostile") {
+        } else if cfg!(any(feature = "generic-hostile", feature = "missing-kind")) {
             vec![kind("apps", "v1", "Deployment"), kind("", "v1", "ConfigMap")]
         } else {
             vec![kind("", "v1", "Pod")]
@@ -52,17 +63,12 @@ impl Identity for Fixture {
             name: "hostile-fixture".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             contract: contract(),
-            declares: Declarations {
-                parent: kind("app.example.com", "v1alpha1", "PodSet"),
-                children,
-                related: Vec::new(),
-                finalizer: None,
-            },
+            declares: Declarations { parent, children, related: Vec::new(), finalizer: None },
         }
     }
 }
 
-#[cfg(not(any(feature = "generic-hostile", feature = "forbidden-kind")))]
+#[cfg(not(any(feature = "generic-hostile", feature = "forbidden-kind", feature = "missing-kind")))]
 mod podset_world {
     use super::exports::podset::policy::podset::{Action, Guest, Input};
     use super::podset::policy::types::PolicyError;
@@ -106,7 +112,7 @@ mod podset_world {
     }
 }
 
-#[cfg(any(feature = "generic-hostile", feature = "forbidden-kind"))]
+#[cfg(any(feature = "generic-hostile", feature = "forbidden-kind", feature = "missing-kind"))]
 mod reconcile_world {
     use super::exports::podset::policy::reconciler::{Action, Guest, Input, ObjectKey};
     use super::podset::policy::types::PolicyError;
@@ -119,7 +125,9 @@ mod reconcile_world {
             let attack = input.parent.meta.labels.iter().find(|kv| kv.key == ATTACK).map(|kv| kv.value.as_str());
             let name = &input.parent.meta.name;
             let configmap = |extra: &str| {
-                format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}-cm"{extra}}},"data":{{"a":"b"}}}}"#)
+                format!(
+                    r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}-cm"{extra}}},"data":{{"a":"b"}}}}"#
+                )
             };
             Ok(match attack {
                 // A child in another namespace.

@@ -109,6 +109,15 @@ pub fn plan(actions: Vec<Action>, observed: &Observed) -> Result<Plan, Rejection
     let owned: Vec<&DynamicObject> = observed.children.iter().map(|c| c.object.as_ref()).collect();
     let mut plan = Plan::default();
     let mut creates = 0;
+    // A template the restricted profile refuses is the PodSet's own fault: say so as
+    // such, before any pod is built from it.
+    if actions.iter().any(|a| matches!(a, Action::CreatePod(_)))
+        && let Some(spec) = view.spec.template.as_ref().and_then(|t| t.spec.as_ref())
+    {
+        let mut spec = serde_json::to_value(spec).unwrap_or(Value::Null);
+        crate::reconcile::restrict::pod_spec("spec.template.spec", &mut spec)
+            .map_err(|weakening| Rejection::InvalidTemplate { weakening })?;
+    }
     for action in actions {
         match action {
             Action::CreatePod(c) => {
@@ -384,8 +393,9 @@ mod tests {
         assert_eq!(labels[SELECTOR_LABEL], "web", "a template cannot steal the selector");
         ps.data["spec"]["template"]["spec"]["volumes"] = json!([{ "name": "h", "hostPath": { "path": "/" } }]);
         let o = observed(ps, Vec::new());
-        let e = check(plan(vec![prefix()], &o).expect("plan"), &o, &resolved(None)).expect_err("refused");
-        assert!(e.to_string().contains("hostPath"), "{e}");
+        let e = plan(vec![prefix()], &o).expect_err("refused");
+        assert!(matches!(e, Rejection::InvalidTemplate { .. }) && e.to_string().contains("hostPath"), "{e}");
+        assert_eq!(e.reason(), "InvalidTemplate");
     }
 
     #[test]

@@ -32,8 +32,21 @@ pub enum AccessError {
     #[error("the operator may not {verb} {resource}{where_}: grant it in the operator's RBAC (manifests/rbac.yaml)")]
     Forbidden { verb: String, resource: String, where_: String },
 
+    #[error("the API server does not answer ({0}): is it up, and is the kubeconfig's address right?")]
+    Unreachable(#[source] kube::Error),
+
     #[error("Kubernetes API: {0}")]
     Kube(#[source] kube::Error),
+}
+
+impl From<kube::Error> for AccessError {
+    /// A request that never got an answer is told apart from one the server refused.
+    fn from(e: kube::Error) -> Self {
+        match e {
+            kube::Error::Service(_) | kube::Error::HyperError(_) => AccessError::Unreachable(e),
+            e => AccessError::Kube(e),
+        }
+    }
 }
 
 impl AccessError {
@@ -43,6 +56,7 @@ impl AccessError {
             AccessError::NotServed { .. } => "KindNotServed",
             AccessError::ClusterScoped { .. } => "ClusterScopedKind",
             AccessError::Forbidden { .. } => "Forbidden",
+            AccessError::Unreachable(_) => "ApiUnreachable",
             AccessError::Kube(_) => "ApiError",
         }
     }
@@ -50,7 +64,7 @@ impl AccessError {
     /// Whether trying again later can succeed without changing the policy: a CRD
     /// installed or an API server back. Missing permissions need a human.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, AccessError::NotServed { .. } | AccessError::Kube(_))
+        matches!(self, AccessError::NotServed { .. } | AccessError::Unreachable(_) | AccessError::Kube(_))
     }
 }
 
@@ -100,7 +114,7 @@ async fn discover(client: &Client, gvk: &GroupVersionKind) -> Result<ApiResource
         Ok((ar, _)) => Ok(ar),
         Err(kube::Error::Api(s)) if s.code == 404 => Err(AccessError::NotServed { kind: kind_name(gvk) }),
         Err(kube::Error::Discovery(_)) => Err(AccessError::NotServed { kind: kind_name(gvk) }),
-        Err(e) => Err(AccessError::Kube(e)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -126,7 +140,7 @@ async fn allowed(
         ..SelfSubjectAccessReview::default()
     };
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let answer = api.create(&PostParams::default(), &review).await.map_err(AccessError::Kube)?;
+    let answer = api.create(&PostParams::default(), &review).await?;
     if answer.status.is_some_and(|s| s.allowed) {
         return Ok(());
     }

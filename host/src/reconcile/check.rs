@@ -50,6 +50,8 @@ pub enum Rejection {
     Reserved { what: String },
     #[error("{child}: {weakening}")]
     Weakened { child: String, weakening: Weakening },
+    #[error("spec.template: {weakening}")]
+    InvalidTemplate { weakening: Weakening },
     #[error(
         "asked to create {asked} pods, but spec.replicas={replicas} with {active} active and {creating} being created allows {allowed}"
     )]
@@ -65,6 +67,15 @@ pub enum Rejection {
 }
 
 impl Rejection {
+    /// The `PolicyFailed` reason: a PodSet template the restricted profile refuses is
+    /// the object's fault, everything else the decision's.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Rejection::InvalidTemplate { .. } => "InvalidTemplate",
+            _ => "InvalidDecision",
+        }
+    }
+
     /// A bounded label for the failures metric.
     pub fn metric_label(&self) -> &'static str {
         match self {
@@ -75,6 +86,7 @@ impl Rejection {
             Rejection::InvalidSyntax { .. } => "InvalidSyntax",
             Rejection::Reserved { .. } => "Reserved",
             Rejection::Weakened { .. } => "WeakenedSecurityContext",
+            Rejection::InvalidTemplate { .. } => "InvalidTemplate",
             Rejection::TooManyPods { .. } => "TooManyPods",
             Rejection::InvalidStatus(_) => "InvalidStatus",
             Rejection::NotDeleting | Rejection::NoFinalizer => "InvalidFinalize",

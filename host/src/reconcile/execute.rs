@@ -16,7 +16,7 @@ use super::observe::{ChildKey, Observed};
 use super::plan::{Checked, Child, Doomed, Note};
 use super::status::{self, Outcome};
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{ChildAction, Error, Result};
 use crate::kubernetes::events::{Origin, event};
 use crate::registry::Admitted;
 
@@ -152,7 +152,7 @@ impl Act<'_> {
             Err(e) => {
                 let note = format!("Error creating {}: {e}", kind.to_lowercase());
                 self.host_event(EventType::Warning, "FailedCreate", "Create", note, None).await;
-                Err(e.into())
+                Err(Error::Child { action: ChildAction::Create, key: child.key().to_string(), source: e })
             }
         }
     }
@@ -166,8 +166,14 @@ impl Act<'_> {
         }
         let name = child.key().name;
         let pp = PatchParams::apply(self.manager).force();
-        self.api(&child.resource).patch(&name, &pp, &Patch::Apply(&child.object)).await?;
-        Ok(())
+        match self.api(&child.resource).patch(&name, &pp, &Patch::Apply(&child.object)).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let note = format!("Error applying {} {name}: {e}", child.resource.kind.to_lowercase());
+                self.host_event(EventType::Warning, "FailedApply", "Apply", note, None).await;
+                Err(Error::Child { action: ChildAction::Apply, key: child.key().to_string(), source: e })
+            }
+        }
     }
 
     async fn delete(&self, doomed: &Doomed) -> Result<()> {
@@ -192,7 +198,7 @@ impl Act<'_> {
             Err(e) => {
                 let note = format!("Error deleting {kind} {name}: {e}");
                 self.host_event(EventType::Warning, "FailedDelete", "Delete", note, Some(about)).await;
-                Err(e.into())
+                Err(Error::Child { action: ChildAction::Delete, key: doomed.key.to_string(), source: e })
             }
         }
     }

@@ -29,6 +29,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{Instrument, info_span, warn};
 
+use crate::conditions::{POLICY_FAILED, RECONCILE_FAILED};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::kubernetes::events::{Origin, event};
@@ -84,7 +85,7 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
         Selection::Loading => return Ok(Action::requeue(LOADING_RETRY)),
         Selection::Unavailable(why) => {
             if parent.metadata.deletion_timestamp.is_none() {
-                report_failure(ctx, &kind.resource, &parent, "PolicyUnavailable", &why).await;
+                report_failure(ctx, &kind.resource, &parent, POLICY_FAILED, "PolicyUnavailable", &why).await;
             }
             return Err(Error::NoPolicy(why));
         }
@@ -126,18 +127,18 @@ pub async fn act(ctx: &Context, admitted: &Admitted, observed: &Observed) -> Res
             plan
         }
         Err(Failed::Policy(source)) => {
-            report_failure(ctx, resource, parent, source.reason(), &source.to_string()).await;
+            report_failure(ctx, resource, parent, POLICY_FAILED, source.reason(), &source.to_string()).await;
             return Err(Error::Policy { policy: label, source });
         }
         Err(Failed::Rejected(rejection)) => {
-            report_failure(ctx, resource, parent, "InvalidDecision", &rejection.to_string()).await;
+            report_failure(ctx, resource, parent, POLICY_FAILED, rejection.reason(), &rejection.to_string()).await;
             return Err(Error::Rejected { policy: label, rejection });
         }
     };
     let checked = match check::check(plan, observed, resolved) {
         Ok(c) => c,
         Err(rejection) => {
-            report_failure(ctx, resource, parent, "InvalidDecision", &rejection.to_string()).await;
+            report_failure(ctx, resource, parent, POLICY_FAILED, rejection.reason(), &rejection.to_string()).await;
             return Err(Error::Rejected { policy: label, rejection });
         }
     };
@@ -152,7 +153,16 @@ pub async fn act(ctx: &Context, admitted: &Admitted, observed: &Observed) -> Res
         status = checked.status.is_some(),
         "decided"
     );
-    execute::execute(ctx, observed, admitted, checked, requeue).await
+    match execute::execute(ctx, observed, admitted, checked, requeue).await {
+        // The API server refused a child: say so on the parent (conflicts and throttling
+        // are passing, and retried without alarm).
+        Err(Error::Child { action, key, source: kube::Error::Api(s) }) if !matches!(s.code, 409 | 429) => {
+            let message = format!("{} {key}: {}", action.verb(), s.message);
+            report_failure(ctx, resource, parent, RECONCILE_FAILED, action.failed(), &message).await;
+            Err(Error::Child { action, key, source: kube::Error::Api(s) })
+        }
+        other => other,
+    }
 }
 
 /// Waits for `ready`, unless the operator shuts down first; returns whether it is ready.
@@ -163,14 +173,24 @@ async fn until(ctx: &Context, ready: impl std::future::Future<Output = ()>) -> b
     }
 }
 
-/// Reports a parent its policy could not decide for: Warning Event, PolicyFailed
-/// condition, metric. Its children are left exactly as they are.
-async fn report_failure(ctx: &Context, resource: &ApiResource, parent: &DynamicObject, reason: &str, message: &str) {
-    ctx.metrics.policy_failure(reason);
+/// Reports a parent whose reconcile failed — its policy could not decide
+/// (`PolicyFailed`), or the API server refused what it decided (`ReconcileFailed`):
+/// Warning Event, condition, metric. Nothing else about it changes.
+async fn report_failure(
+    ctx: &Context,
+    resource: &ApiResource,
+    parent: &DynamicObject,
+    condition: &'static str,
+    reason: &str,
+    message: &str,
+) {
+    if condition == POLICY_FAILED {
+        ctx.metrics.policy_failure(reason);
+    }
     let reference = observe::reference_of(parent, resource);
-    let ev = event(EventType::Warning, "PolicyFailed", "Reconcile", format!("{reason}: {message}"), None);
+    let ev = event(EventType::Warning, condition, "Reconcile", format!("{reason}: {message}"), None);
     ctx.events.publish(&reference, ev, Origin::Host).await;
-    let next = status::next(parent, None, Some(status::Failure { reason, message }));
+    let next = status::next(parent, None, Some(status::Failure { condition, reason, message }));
     let api: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &parent.namespace().unwrap_or_default(), resource);
     let key = ObjectRef::from_obj_with(parent, resource.clone());

@@ -17,27 +17,31 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use super::observe::ParentRef;
-use crate::conditions::{self, POLICY_FAILED};
+use crate::conditions::{self, HOST_CONDITIONS};
 use crate::error::Result;
 
-/// What the policy failed with, for the `PolicyFailed` condition.
+/// How a reconcile failed, for the host's condition of that type
+/// ([`POLICY_FAILED`] or [`RECONCILE_FAILED`]).
 pub struct Failure<'a> {
+    pub condition: &'static str,
     pub reason: &'a str,
     pub message: &'a str,
 }
 
 /// The status `parent` should have: `from_policy` when the policy decided one (else
-/// the current one), with `PolicyFailed` set from `failure` or cleared.
+/// the current one), with the host's conditions saying how this reconcile ended:
+/// `failure`'s set, the others cleared.
 pub fn next(parent: &DynamicObject, from_policy: Option<Value>, failure: Option<Failure<'_>>) -> Value {
     let current = current(parent);
     let mut next = from_policy.unwrap_or_else(|| current.clone());
     let previous: Vec<Condition> = conditions_of(&current);
     let mut list: Vec<Condition> = conditions_of(&next);
     let Some(map) = next.as_object_mut() else { return next };
-    let had = list.iter().any(|c| c.type_ == POLICY_FAILED) || previous.iter().any(|c| c.type_ == POLICY_FAILED);
-    list.retain(|c| c.type_ != POLICY_FAILED);
+    let host = |c: &Condition| HOST_CONDITIONS.contains(&c.type_.as_str());
+    let had = list.iter().any(host) || previous.iter().any(host);
+    list.retain(|c| !host(c));
     if let Some(f) = &failure {
-        let new = conditions::new(POLICY_FAILED, "True", f.reason, f.message, parent.metadata.generation);
+        let new = conditions::new(f.condition, "True", f.reason, f.message, parent.metadata.generation);
         conditions::set(&mut list, &previous, new);
     }
     // Touch `conditions` only when the host's condition is or was there: a status
@@ -152,6 +156,7 @@ fn hash_of(v: &Value) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conditions::{POLICY_FAILED, RECONCILE_FAILED};
     use serde_json::json;
 
     fn parent(status: Value) -> DynamicObject {
@@ -192,14 +197,21 @@ mod tests {
     #[test]
     fn policy_failed_is_set_kept_and_cleared() {
         let p = parent(json!({ "nodes": ["a"] }));
-        let failed = next(&p, None, Some(Failure { reason: "DeadlineExceeded", message: "too slow" }));
+        let failed =
+            next(&p, None, Some(Failure { condition: POLICY_FAILED, reason: "DeadlineExceeded", message: "too slow" }));
         assert_eq!(failed["nodes"], json!(["a"]), "what the policy wrote stays while it fails");
         assert_eq!(failed["conditions"][0]["type"], json!(POLICY_FAILED));
         let p = parent(failed.clone());
-        let again = next(&p, None, Some(Failure { reason: "DeadlineExceeded", message: "too slow" }));
+        let again =
+            next(&p, None, Some(Failure { condition: POLICY_FAILED, reason: "DeadlineExceeded", message: "too slow" }));
         assert_eq!(again, failed, "the same failure rewrites nothing (its transition time is kept)");
         let recovered = next(&p, Some(json!({ "nodes": ["a", "b"] })), None);
         assert_eq!(recovered, json!({ "nodes": ["a", "b"] }));
+        let refused = Failure { condition: RECONCILE_FAILED, reason: "FailedCreate", message: "quota" };
+        let other = next(&p, None, Some(refused));
+        let types: Vec<&str> =
+            other["conditions"].as_array().expect("list").iter().filter_map(|c| c["type"].as_str()).collect();
+        assert_eq!(types, [RECONCILE_FAILED], "one host condition at a time: how this reconcile ended");
     }
 
     #[test]

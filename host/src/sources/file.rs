@@ -77,7 +77,7 @@ pub async fn load(ctx: &Arc<Context>, path: &Path) -> Result<Option<Arc<Admitted
 }
 
 /// Reloads `path` and lets the controllers catch up, or reports a refusal; the last
-/// good policy keeps serving.
+/// good policy keeps serving. A refusal already reported is not logged again.
 async fn reload(ctx: &Arc<Context>, path: &Path) -> Result<(), FileError> {
     match load(ctx, path).await {
         Ok(Some(admitted)) => {
@@ -89,9 +89,13 @@ async fn reload(ctx: &Arc<Context>, path: &Path) -> Result<(), FileError> {
         Ok(None) => Ok(()),
         Err(e) => {
             ctx.metrics.policy_loaded("file", false);
+            let said = ctx.registry.file_error(path).is_some_and(|old| old == e.to_string());
             ctx.registry.refuse_file(path, e.to_string());
             let serving = ctx.registry.file_policy(path);
             let still = serving.as_ref().map(|a| a.policy.label()).unwrap_or("nothing");
+            if said {
+                return Err(e);
+            }
             if e.is_retryable() {
                 warn!(file = %path.display(), still_serving = still, "policy not admitted yet: {e}; retrying every {RETRY:?}");
             } else {
