@@ -24,8 +24,17 @@ apt_install() {
   command -v apt-get >/dev/null || die "missing packages ${missing[*]} and no apt-get to install them"
   log "installing Debian packages: ${missing[*]}"
   as_root apt-get update -qq || die "apt-get update failed"
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
-    || die "apt-get install ${missing[*]} failed"
+  # Packages such as memcached start their service on install; the cluster runs its
+  # own copies, so no service is started (policy-rc.d says so, for the install only).
+  local guard=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null && as_root chmod +x /usr/sbin/policy-rc.d
+    guard=1
+  fi
+  local rc=0
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || rc=$?
+  [ -z "$guard" ] || as_root rm -f /usr/sbin/policy-rc.d
+  [ "$rc" = 0 ] || die "apt-get install ${missing[*]} failed"
 }
 
 # Ensure deb-src entries exist for the suites already configured for binaries

@@ -16,7 +16,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
@@ -109,7 +109,11 @@ pub async fn run(
 ) {
     let policies = store.clone();
     let cm_changes = watcher(configmaps, watcher::Config::default()).default_backoff().touched_objects();
-    Controller::for_stream(stream, store)
+    // Only a new spec (or its ConfigMap changing, below) is worth a load: the status this
+    // controller writes would otherwise bring each policy back once more, and a refused
+    // module would be compiled and refused a second time.
+    let specs = stream.predicate_filter(predicates::generation, Default::default());
+    Controller::for_stream(specs, store)
         .watches_stream(cm_changes, move |cm| {
             // The ReconcilePolicies that name this ConfigMap.
             let (ns, name) = (cm.namespace(), cm.name_any());
