@@ -46,7 +46,10 @@ pub fn deployment(parent: &Object, spec: &MemcachedSpec) -> Value {
                         "name": "memcached",
                         "image": IMAGE,
                         "imagePullPolicy": "IfNotPresent",
-                        "command": ["memcached", format!("-p={}", spec.container_port), "-m=64", "-o", "modern", "-v"],
+                        // The seed writes `-p=11211 -m=64`; memcached's getopt then reads
+                        // "=64" as 0 MB, and 1.6 refuses to start. Separate values mean what
+                        // the seed meant.
+                        "command": ["memcached", "-p", spec.container_port.to_string(), "-m", "64", "-o", "modern", "-v"],
                         "ports": [{ "containerPort": spec.container_port, "name": "memcached" }],
                         "securityContext": {
                             "runAsNonRoot": true,
@@ -178,7 +181,7 @@ mod tests {
         assert_eq!(d["spec"]["replicas"], json!(3));
         let c = &d["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["image"], json!(IMAGE));
-        assert_eq!(c["command"], json!(["memcached", "-p=11211", "-m=64", "-o", "modern", "-v"]));
+        assert_eq!(c["command"], json!(["memcached", "-p", "11211", "-m", "64", "-o", "modern", "-v"]));
         assert_eq!(c["securityContext"]["runAsNonRoot"], json!(true));
         let status = status_of(&actions).expect("a status");
         let available = conditions::find(&status.conditions, "Available").expect("Available");
