@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Builds container images from what is on this machine, without a registry or a Docker
+# engine, as reproducible OCI archives (the same inputs give the same digest), and
+# imports them into a containerd.
+#
+#   hack/images.sh [--import SOCKET] [IMAGE...]
+#
+# IMAGE: pause, busybox, memcached, iperf3 (the embedded node's images: `cluster.sh up`
+# imports them), podset-host (the operator with its default policies: `make image`).
+# Archives go to target/images/NAME.oci.tar; `skopeo copy oci-archive:FILE
+# docker://REGISTRY/NAME:TAG` pushes one to a registry.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+SOCKET=""
+if [ "${1:-}" = "--import" ]; then
+  SOCKET=${2:?--import needs the containerd socket}
+  shift 2
+fi
+IMAGES=("$@")
+[ ${#IMAGES[@]} -gt 0 ] || IMAGES=(pause busybox memcached iperf3)
+
+OUT="$ROOT/target/images"
+WORK="$OUT/rootfs"
+mkdir -p "$OUT"
+
+# The versions the images are tagged with are the packages' own.
+BUSYBOX_TAG=1.35
+MEMCACHED_TAG=1.6.18
+IPERF3_TAG=3.12
+PAUSE_TAG=3.4
+OPERATOR_TAG=0.1.0
+
+fresh() { rm -rf "$WORK/$1" && mkdir -p "$WORK/$1" && echo "$WORK/$1"; }
+
+# copy_binary ROOTFS FILE [DEST]: FILE (at DEST, default its own path) and every shared
+# library it loads, at their own paths.
+copy_binary() {
+  local rootfs=$1 file=$2 dest=${3:-$2} lib
+  install -D -m 0755 "$file" "$rootfs$dest"
+  for lib in $(ldd "$file" | grep -o '/[^ ]*'); do
+    # The dynamic loader among them must be executable.
+    install -D -m 0755 "$(readlink -f "$lib")" "$rootfs$lib"
+  done
+}
+
+# users ROOTFS: root, nobody and an unprivileged user, for processes that look themselves up.
+users() {
+  mkdir -p "$1/etc" "$1/tmp" && chmod 1777 "$1/tmp"
+  printf 'root:x:0:0:root:/:/bin/false\nnobody:x:65534:65534:nobody:/:/bin/false\nnonroot:x:65532:65532:nonroot:/:/bin/false\n' >"$1/etc/passwd"
+  printf 'root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n' >"$1/etc/group"
+}
+
+pack() { # NAME REF OCI-ARGS...
+  local name=$1 ref=$2
+  shift 2
+  python3 hack/images/oci.py --rootfs "$WORK/$name" --ref "$ref" --out "$OUT/$name.oci.tar" "$@" >/dev/null
+  log "$ref: $OUT/$name.oci.tar ($(stat -c %s "$OUT/$name.oci.tar") bytes)"
+}
+
+build() {
+  local rootfs
+  case "$1" in
+    pause)
+      command -v gcc >/dev/null || apt_install gcc libc6-dev
+      rootfs=$(fresh pause)
+      gcc -static -Os -o "$rootfs/pause" hack/images/pause.c || die "building the pause program failed"
+      pack pause "docker.io/library/pause:$PAUSE_TAG" --entrypoint '["/pause"]'
+      ;;
+    busybox)
+      apt_install busybox-static
+      rootfs=$(fresh busybox)
+      users "$rootfs"
+      install -D -m 0755 /bin/busybox "$rootfs/bin/busybox"
+      for applet in $(/bin/busybox --list); do
+        [ "$applet" = busybox ] || ln -s busybox "$rootfs/bin/$applet"
+      done
+      pack busybox "docker.io/library/busybox:$BUSYBOX_TAG" --cmd '["sh"]'
+      ;;
+    memcached)
+      apt_install memcached
+      rootfs=$(fresh memcached)
+      users "$rootfs"
+      copy_binary "$rootfs" /usr/bin/memcached
+      pack memcached "docker.io/library/memcached:$MEMCACHED_TAG" --entrypoint '["memcached"]' --user 65534
+      ;;
+    iperf3)
+      apt_install iperf3
+      rootfs=$(fresh iperf3)
+      users "$rootfs"
+      copy_binary "$rootfs" /usr/bin/iperf3
+      pack iperf3 "docker.io/library/iperf3:$IPERF3_TAG" --entrypoint '["iperf3"]' --user 65534
+      ;;
+    podset-host)
+      log "building the operator (release) and its policies"
+      cargo build -q --release -p podset-host --bin podset-host || die "building podset-host failed"
+      PODSET_HOST_BIN="$ROOT/target/release/podset-host" hack/policy.sh >/dev/null
+      rootfs=$(fresh podset-host)
+      users "$rootfs"
+      copy_binary "$rootfs" "$ROOT/target/release/podset-host" /usr/bin/podset-host
+      install -D -m 0644 -t "$rootfs/policies" target/policy/*.wasm
+      pack podset-host "docker.io/library/podset-host:$OPERATOR_TAG" --entrypoint '["/usr/bin/podset-host"]' --user 65532
+      ;;
+    *) die "unknown image $1 (pause, busybox, memcached, iperf3, podset-host)" ;;
+  esac
+}
+
+for image in "${IMAGES[@]}"; do
+  build "$image"
+  if [ -n "$SOCKET" ]; then
+    ctr --address "$SOCKET" --namespace k8s.io images import "$OUT/$image.oci.tar" >/dev/null \
+      || die "importing $image into the containerd at $SOCKET failed"
+  fi
+done
