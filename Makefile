@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help run test policy policy-crate fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
+.PHONY: help run test image policy policy-crate fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -12,6 +12,9 @@ run: ## Run the operator with the default policy (embedded control plane unless 
 
 test: ## Build everything and run unit, policy and integration tests on a private control plane
 	@hack/test.sh
+
+image: ## Build the operator's image as an OCI archive (target/images/podset-host.oci.tar); load it into the embedded node when one runs
+	@hack/images.sh $$([ -S .cluster/node/containerd.sock ] && echo --import .cluster/node/containerd.sock) podset-host
 
 policy: ## Build the default policy components: target/policy/{podset,memcached}.wasm
 	@hack/policy.sh

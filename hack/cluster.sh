@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# A throwaway Kubernetes control plane on loopback, without Docker:
-# etcd + kube-apiserver + kube-controller-manager (garbage collector, namespace,
-# deployment and replicaset controllers)
-# + the node simulator (podset-node-sim) that plays kubelet.
+# A throwaway Kubernetes cluster on loopback, without Docker:
+# etcd + kube-apiserver + kube-controller-manager (garbage collector, namespace, deployment,
+# replicaset and node lifecycle controllers) + kube-scheduler, one real node (containerd,
+# a CNI bridge, kubelet; hack/node.sh) and the node simulator (podset-node-sim) for scale.
+#
+# Which node a pod lands on: the simulated node is tainted podset.dev/simulated=true:NoSchedule
+# and labelled podset.dev/simulated=true; the scheduler places a pod there only when it
+# tolerates the taint and selects the label. Every other pod runs for real.
 #
 #   hack/cluster.sh up       start it (a no-op if it is already up and healthy)
 #   hack/cluster.sh status   what runs, what crashed (with log tails); non-zero unless fully up
@@ -16,6 +20,7 @@
 #   CLUSTER_DIR   (default $ROOT/.cluster; `make test` uses $ROOT/.cluster-test)
 # so several clusters can run side by side. Other knobs:
 #   SIM_NODE=0                     do not start the node simulator
+#   REAL_NODE=0                    do not start the real node (containerd, kubelet)
 #   CLUSTER_APISERVER_PORT, CLUSTER_ETCD_PORT, CLUSTER_ETCD_PEER_PORT   fixed ports instead of
 #                                  free ones (not APISERVER_PORT etc.: those are what env exports,
 #                                  and a shell that sourced one cluster's env must not steer another)
@@ -35,7 +40,9 @@ PID_DIR="$CLUSTER_DIR/pids"
 LOG_DIR="$CLUSTER_DIR/logs"
 READY_TIMEOUT="${READY_TIMEOUT:-60}"
 SIM_NODE_NAME="${SIM_NODE_NAME:-sim-node}"
-ALL_COMPONENTS=(etcd kube-apiserver kube-controller-manager node-sim) # start order; stopped in reverse
+# shellcheck source=hack/node.sh
+. "$(dirname "$0")/node.sh"
+ALL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet node-sim) # start order; stopped in reverse
 
 # The components this state dir runs: recorded at `up` (SIM_NODE=0 leaves out the simulator).
 components() {
@@ -110,11 +117,16 @@ stop() {
   rm -f "$PID_DIR/$name.pid"
 }
 
-# running PID: the process exists and is not a zombie (whatever its command line).
+# running PID: some thread of the process is alive. The leader of a multithreaded process
+# (etcd, the API server) turns zombie before its other threads have exited, and they hold
+# the listening sockets until the last one has.
 running() {
-  local state
-  state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || return 1
-  [ -n "$state" ] && [ "$state" != Z ]
+  local status state
+  for status in /proc/"$1"/task/*/status; do
+    state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "$status" 2>/dev/null) || continue
+    [ -n "$state" ] && [ "$state" != Z ] && return 0
+  done
+  return 1
 }
 
 stop_all() {
@@ -142,7 +154,14 @@ start() {
   mkdir -p "$CLUSTER_DIR/args"
   printf '%s\n' "$@" >"$CLUSTER_DIR/args/$name"
   setsid nohup "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null &
-  echo $! >"$PID_DIR/$name.pid"
+  local pid=$! i
+  echo "$pid" >"$PID_DIR/$name.pid"
+  # Until the exec, the child is a copy of this script: `alive` (which looks for the state
+  # dir on the command line) would call it dead. Wait for the exec, or for an early exit.
+  for ((i = 0; i < 50; i++)); do
+    alive "$pid" || ! running "$pid" && break
+    sleep 0.05
+  done
 }
 
 # wait_for NAME SECONDS CHECK...: poll CHECK until it succeeds; fail early if NAME died.
@@ -193,7 +212,7 @@ clusters:
 - name: podset
   cluster:
     server: $APISERVER_URL
-    insecure-skip-tls-verify: true
+    certificate-authority-data: $(base64 -w0 "$CLUSTER_DIR/certs/ca.crt")
 users:
 - name: $2
   user:
@@ -213,6 +232,34 @@ node_ready() {
     "$APISERVER_URL/api/v1/nodes/$SIM_NODE_NAME" | grep -q '"type": "Ready"'
 }
 
+# sign_cert NAME SUBJECT SANS EKU: NAME.key and NAME.crt under certs/, signed by the cluster CA.
+sign_cert() {
+  local name=$1 subj=$2 sans=$3 eku=$4 c="$CLUSTER_DIR/certs"
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$c/$name.key" -subj "$subj" -out "$c/$name.csr" 2>/dev/null \
+    || die "openssl req for $name failed"
+  {
+    echo "basicConstraints=CA:FALSE"
+    echo "keyUsage=digitalSignature,keyEncipherment"
+    echo "extendedKeyUsage=$eku"
+    [ -z "$sans" ] || echo "subjectAltName=$sans"
+  } >"$c/$name.ext"
+  openssl x509 -req -in "$c/$name.csr" -CA "$c/ca.crt" -CAkey "$c/ca.key" -CAcreateserial -days 365 \
+    -extfile "$c/$name.ext" -out "$c/$name.crt" 2>/dev/null || die "signing $name's certificate failed"
+}
+
+# The cluster's CA, and the API server's serving certificate signed by it: clients verify
+# the server (no insecure-skip-tls-verify), and the API server and kubelet each other.
+make_certs() {
+  local c="$CLUSTER_DIR/certs"
+  openssl req -x509 -new -newkey rsa:2048 -nodes -keyout "$c/ca.key" -subj "/CN=podset-cluster-ca" -days 365 \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -out "$c/ca.crt" 2>/dev/null || die "creating the cluster CA failed"
+  sign_cert apiserver "/CN=kube-apiserver" \
+    "IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc" serverAuth
+  # The API server's client identity towards kubelets (logs, exec, port-forward).
+  sign_cert apiserver-kubelet-client "/CN=kube-apiserver-kubelet-client/O=system:masters" "" clientAuth
+}
+
 crds_established() {
   local names n
   names=$(KUBECONFIG="$CLUSTER_DIR/kubeconfig" kubectl get -f "$ROOT/manifests/crd/" -o name 2>/dev/null) || return 1
@@ -229,6 +276,7 @@ on_failed_up() {
   local rc=$?
   if [ "$rc" -ne 0 ]; then
     log "up failed; stopping what was started (logs in $LOG_DIR)"
+    node_down
     stop_all
   fi
 }
@@ -261,17 +309,21 @@ cmd_up() {
   apt_install openssl curl iproute2
   # kubectl installs the project's CRDs below.
   command -v kubectl >/dev/null || apt_install kubernetes-client
-  local ETCD KUBE_APISERVER KUBE_CONTROLLER_MANAGER line
+  local ETCD KUBE_APISERVER KUBE_CONTROLLER_MANAGER KUBE_SCHEDULER KUBELET line
   while IFS= read -r line; do
     case "$line" in
       ETCD=*) ETCD=${line#*=} ;;
       KUBE_APISERVER=*) KUBE_APISERVER=${line#*=} ;;
       KUBE_CONTROLLER_MANAGER=*) KUBE_CONTROLLER_MANAGER=${line#*=} ;;
+      KUBE_SCHEDULER=*) KUBE_SCHEDULER=${line#*=} ;;
+      KUBELET=*) KUBELET=${line#*=} ;;
     esac
   done < <("$ROOT/hack/k8s-binaries.sh" || echo FAILED)
-  if [ -z "${ETCD:-}" ] || [ -z "${KUBE_APISERVER:-}" ] || [ -z "${KUBE_CONTROLLER_MANAGER:-}" ]; then
-    die "hack/k8s-binaries.sh did not provide etcd, kube-apiserver and kube-controller-manager"
+  if [ -z "${ETCD:-}" ] || [ -z "${KUBE_APISERVER:-}" ] || [ -z "${KUBE_CONTROLLER_MANAGER:-}" ] \
+    || [ -z "${KUBE_SCHEDULER:-}" ] || [ -z "${KUBELET:-}" ]; then
+    die "hack/k8s-binaries.sh did not provide etcd and the Kubernetes binaries"
   fi
+  [ "${REAL_NODE:-1}" = 0 ] || node_check
 
   local sim_bin=""
   if [ "${SIM_NODE:-1}" != 0 ]; then
@@ -304,21 +356,33 @@ cmd_up() {
   # From here on, a failure stops whatever was started: no orphans, logs stay for inspection.
   trap on_failed_up EXIT
 
-  if [ "${SIM_NODE:-1}" != 0 ]; then printf '%s\n' "${ALL_COMPONENTS[@]}"; else printf '%s\n' "${ALL_COMPONENTS[@]:0:3}"; fi \
-    >"$CLUSTER_DIR/components"
+  local c
+  for c in "${ALL_COMPONENTS[@]}"; do
+    case "$c" in
+      node-sim) [ "${SIM_NODE:-1}" = 0 ] || echo "$c" ;;
+      containerd | kubelet) [ "${REAL_NODE:-1}" = 0 ] || echo "$c" ;;
+      *) echo "$c" ;;
+    esac
+  done >"$CLUSTER_DIR/components"
 
   # Credentials: a service-account signing keypair and one bearer token per client, so the
   # audit log tells the operator's writes (admin) from the simulator's and the controllers'.
   openssl genrsa -out "$CLUSTER_DIR/certs/sa.key" 2048 2>/dev/null || die "openssl genrsa failed"
   openssl rsa -in "$CLUSTER_DIR/certs/sa.key" -pubout -out "$CLUSTER_DIR/certs/sa.pub" 2>/dev/null || die "openssl rsa failed"
+  make_certs
   APISERVER_TOKEN=$(openssl rand -hex 24)
-  local sim_token kcm_token
+  local sim_token kcm_token scheduler_token kubelet_token
   sim_token=$(openssl rand -hex 24)
   kcm_token=$(openssl rand -hex 24)
+  scheduler_token=$(openssl rand -hex 24)
+  kubelet_token=$(openssl rand -hex 24)
   {
     echo "$APISERVER_TOKEN,admin,admin,system:masters"
     echo "$sim_token,podset-node-sim,podset-node-sim,system:masters"
     echo "$kcm_token,system:kube-controller-manager,system:kube-controller-manager,system:masters"
+    echo "$scheduler_token,system:kube-scheduler,system:kube-scheduler"
+    # No Node authorizer runs here: the kubelet gets system:masters (loopback only).
+    echo "$kubelet_token,system:node:$NODE_NAME,system:node:$NODE_NAME,\"system:nodes,system:masters\""
   } >"$CLUSTER_DIR/tokens.csv"
   chmod 600 "$CLUSTER_DIR/tokens.csv"
   APISERVER_URL="https://127.0.0.1:$APISERVER_PORT"
@@ -348,6 +412,8 @@ EOF
   write_kubeconfig "$CLUSTER_DIR/kubeconfig" admin "$APISERVER_TOKEN"
   write_kubeconfig "$CLUSTER_DIR/sim.kubeconfig" podset-node-sim "$sim_token"
   write_kubeconfig "$CLUSTER_DIR/kcm.kubeconfig" system:kube-controller-manager "$kcm_token"
+  write_kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig" system:kube-scheduler "$scheduler_token"
+  write_kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig" "system:node:$NODE_NAME" "$kubelet_token"
   cat >"$CLUSTER_DIR/env" <<EOF
 CLUSTER_DIR=$CLUSTER_DIR
 KUBECONFIG=$CLUSTER_DIR/kubeconfig
@@ -358,6 +424,9 @@ ETCD_PORT=$ETCD_PORT
 ETCD_PEER_PORT=$ETCD_PEER_PORT
 AUDIT_LOG=$LOG_DIR/audit.log
 SIM_NODE_NAME=$SIM_NODE_NAME
+NODE_NAME=$NODE_NAME
+CONTAINERD_SOCK=$CONTAINERD_SOCK
+CA_CERT=$CLUSTER_DIR/certs/ca.crt
 EOF
 
   log "starting etcd on 127.0.0.1:$ETCD_PORT"
@@ -371,6 +440,10 @@ EOF
   start kube-apiserver "$KUBE_APISERVER" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
     --secure-port="$APISERVER_PORT" --insecure-port=0 --cert-dir="$CLUSTER_DIR/certs" \
+    --tls-cert-file="$CLUSTER_DIR/certs/apiserver.crt" --tls-private-key-file="$CLUSTER_DIR/certs/apiserver.key" \
+    --client-ca-file="$CLUSTER_DIR/certs/ca.crt" --kubelet-certificate-authority="$CLUSTER_DIR/certs/ca.crt" \
+    --kubelet-client-certificate="$CLUSTER_DIR/certs/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$CLUSTER_DIR/certs/apiserver-kubelet-client.key" --kubelet-preferred-address-types=InternalIP \
     --service-cluster-ip-range=10.0.0.0/24 --service-account-issuer=https://kubernetes.default.svc \
     --service-account-key-file="$CLUSTER_DIR/certs/sa.pub" --service-account-signing-key-file="$CLUSTER_DIR/certs/sa.key" \
     --token-auth-file="$CLUSTER_DIR/tokens.csv" --authorization-mode=RBAC --allow-privileged=true \
@@ -396,11 +469,21 @@ EOF
   fi
 
   # deployment + replicaset: the Memcached policy owns a Deployment, and the real
-  # ReplicaSet controller is the peer the benchmarks measure against.
-  log "starting kube-controller-manager (garbagecollector, namespace, deployment, replicaset)"
+  # ReplicaSet controller is the peer the benchmarks measure against. nodelifecycle:
+  # takes the not-ready taint off a node once it is Ready.
+  log "starting kube-controller-manager (garbagecollector, namespace, deployment, replicaset, nodelifecycle)"
   start kube-controller-manager "$KUBE_CONTROLLER_MANAGER" --kubeconfig="$CLUSTER_DIR/kcm.kubeconfig" \
-    --bind-address=127.0.0.1 --secure-port=0 --port=0 --controllers=garbagecollector,namespace,deployment,replicaset \
+    --bind-address=127.0.0.1 --secure-port=0 --port=0 \
+    --controllers=garbagecollector,namespace,deployment,replicaset,nodelifecycle \
     --leader-elect=false --use-service-account-credentials=false
+
+  # The default client rate (50 QPS) would make the scheduler what a benchmark of
+  # thousands of simulated pods measures.
+  log "starting kube-scheduler"
+  start kube-scheduler "$KUBE_SCHEDULER" --kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port=0 --port=0 --kube-api-qps=1000 --kube-api-burst=1000
+
+  [ "${REAL_NODE:-1}" = 0 ] || node_up "$KUBELET"
 
   if [ -n "$sim_bin" ]; then
     log "starting the node simulator (node $SIM_NODE_NAME)"
@@ -408,12 +491,14 @@ EOF
       "$sim_bin" --kubeconfig="$CLUSTER_DIR/sim.kubeconfig" --node-name="$SIM_NODE_NAME"
     wait_for node-sim 30 node_ready
   fi
-  # The controller-manager has no health endpoint here (ports 0): at least make sure it
-  # survived its start-up (flag parsing, first API calls).
-  alive "$(pid_of kube-controller-manager)" || {
-    tail_log kube-controller-manager 30
-    die "kube-controller-manager exited during startup"
-  }
+  # The controller-manager and scheduler have no health endpoint here (ports 0): at
+  # least make sure they survived their start-up (flag parsing, first API calls).
+  for c in kube-controller-manager kube-scheduler; do
+    alive "$(pid_of "$c")" || {
+      tail_log "$c" 30
+      die "$c exited during startup"
+    }
+  done
   trap - EXIT
   log "up in $((SECONDS - t0))s: $APISERVER_URL"
   log "  export KUBECONFIG=$CLUSTER_DIR/kubeconfig   (or: set -a; . $CLUSTER_DIR/env; set +a)"
@@ -425,7 +510,14 @@ cmd_down() {
     return 0
   fi
   [ -f "$MARKER" ] || die "$CLUSTER_DIR is not a cluster state dir (no $(basename "$MARKER")); not touching it"
+  load_env || true
+  node_down
   stop_all
+  local left
+  left=$(node_leftovers)
+  # Not removing the state dir keeps what a leftover mount or process refers to.
+  [ -z "$left" ] || die "down left these behind (remove them by hand, then run down again):
+$left"
   rm -rf "$CLUSTER_DIR"
   log "stopped; removed $CLUSTER_DIR"
 }
@@ -440,6 +532,7 @@ cmd_restart() {
   case "$signal" in TERM | KILL) ;; *) die "signal must be TERM or KILL, not $signal" ;; esac
   mapfile -t args <"$CLUSTER_DIR/args/$name"
   stop "$name" "$signal"
+  wait_ports_free "${args[@]}"
   start "$name" "${args[@]}"
   load_env
   case "$name" in
@@ -448,6 +541,18 @@ cmd_restart() {
     *) sleep 1; alive "$(pid_of "$name")" || { tail_log "$name" 30; die "$name exited after the restart"; } ;;
   esac
   log "$name restarted (SIG$signal)"
+}
+
+# wait_ports_free ARGS...: up to 10 s until no port named in a command line (a
+# 127.0.0.1:PORT URL or a --*port=PORT flag) is listened on any more.
+wait_ports_free() {
+  local ports port i
+  ports=$(printf '%s\n' "$@" | grep -oE '127\.0\.0\.1:[0-9]+|port=[0-9]+' | grep -oE '[0-9]+$' | sort -u)
+  for port in $ports; do
+    for ((i = 0; i < 100; i++)); do port_in_use "$port" || break; sleep 0.1; done
+    port_in_use "$port" && log "port $port is still in use; starting anyway"
+  done
+  return 0
 }
 
 cmd_status() {
@@ -470,7 +575,10 @@ cmd_status() {
     fi
   done
   if load_env; then
-    local r
+    local r n
+    for n in $NODE_NAME $SIM_NODE_NAME; do
+      if node_is_ready "$n"; then printf '%-24s Ready\n' "node $n"; else printf '%-24s not Ready\n' "node $n"; fi
+    done
     if r=$(readyz); then
       printf '%-24s ok (%s, KUBECONFIG=%s)\n' "apiserver readyz" "$APISERVER_URL" "$KUBECONFIG"
     else

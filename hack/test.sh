@@ -27,6 +27,17 @@ export PODSET_POLICY_DIR="$ROOT/target/policy"
 results="$(mktemp)"
 trap 'rm -f "$results"; hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
 
+log "images are reproducible: rebuilding one gives the same digest"
+images=0
+before=$(sha256sum target/images/busybox.oci.tar | cut -d' ' -f1)
+hack/images.sh busybox >/dev/null 2>&1 || images=1
+after=$(sha256sum target/images/busybox.oci.tar | cut -d' ' -f1)
+if [ "$before" = "$after" ]; then
+  echo "busybox image: sha256:$before both times"
+else
+  echo "busybox image changed on rebuild: sha256:$before, then sha256:$after" && images=1
+fi
+
 log "policy scenarios on the compiled components"
 scenarios=0
 for dir in guest-*/; do
@@ -56,8 +67,15 @@ faults=0
 cargo test -p podset-host --features fault-suite --test faults -- --test-threads=1 --nocapture 2>&1 \
   | tee -a "$results" || faults=$?
 
+# cluster-down must stop exactly what cluster-up started: it fails naming any process,
+# shim, mount, bridge or cgroup left behind.
+log "stopping the test control plane"
+down=0
+hack/cluster.sh down || down=$?
+
 # One closing line for the whole run: every cargo test binary and the scenarios.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      /^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 }
      END { printf "total: %d passed, %d failed\n", p, f }' "$results"
-[ "$scenarios" = 0 ] && [ "$scaffold" = 0 ] && [ "$tests" = 0 ] && [ "$faults" = 0 ] || die "tests failed"
+[ "$scenarios" = 0 ] && [ "$scaffold" = 0 ] && [ "$tests" = 0 ] && [ "$faults" = 0 ] && [ "$images" = 0 ] || die "tests failed"
+[ "$down" = 0 ] || die "cluster-down left something behind (see above)"

@@ -1,6 +1,8 @@
-//! `podset-node-sim`: plays kubelet (and the scheduler's bind step) for a control plane
-//! that has no nodes, the way the Kubernetes integration tests drive pods by writing
-//! their status. Flags + wiring live here; the work is in `node` and `pods`.
+//! `podset-node-sim`: plays kubelet for a node without containers, the way the Kubernetes
+//! integration tests drive pods by writing their status. Scale tests and benchmarks run
+//! thousands of pods on it, which one real node could not hold. The node is tainted
+//! `podset.dev/simulated=true:NoSchedule`: only pods that tolerate it (and select the
+//! label) are scheduled here. Flags + wiring live here; the work is in `node` and `pods`.
 
 mod node;
 mod pods;
@@ -23,7 +25,7 @@ struct Args {
     #[arg(long, env = "KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
 
-    /// Name of the simulated Node that pods are bound to.
+    /// Name of the simulated Node (the scheduler binds pods to it).
     #[arg(long, env = "SIM_NODE_NAME", default_value = "sim-node")]
     node_name: String,
 

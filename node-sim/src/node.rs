@@ -2,13 +2,16 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, Error};
 use serde_json::json;
 use tracing::{info, warn};
+
+/// The label that selects, and the taint that reserves, the simulated node.
+pub const SIMULATED: &str = "podset.dev/simulated";
 
 /// Keeps the Node registered and Ready for as long as it runs. Errors are logged and retried
 /// on the next tick: the apiserver may come and go, and someone may delete the Node.
@@ -50,12 +53,23 @@ async fn create(api: &Api<Node>, name: &str) -> Result<(), Error> {
                 [
                     ("kubernetes.io/hostname".to_owned(), name.to_owned()),
                     ("kubernetes.io/os".to_owned(), "linux".to_owned()),
-                    ("podset.dev/simulated".to_owned(), "true".to_owned()),
+                    (SIMULATED.to_owned(), "true".to_owned()),
                 ]
                 .into(),
             ),
             ..Default::default()
         },
+        // Only pods that ask for a simulated node (a toleration and the label) land here;
+        // every other pod goes to a real node.
+        spec: Some(NodeSpec {
+            taints: Some(vec![Taint {
+                key: SIMULATED.to_owned(),
+                value: Some("true".to_owned()),
+                effect: "NoSchedule".to_owned(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     match api.create(&PostParams::default(), &node).await {
@@ -75,7 +89,7 @@ async fn patch_status(api: &Api<Node>, name: &str) -> Result<(), Error> {
             "lastHeartbeatTime": now, "lastTransitionTime": now,
         })
     };
-    let resources = json!({ "cpu": "16", "memory": "64Gi", "pods": "250", "ephemeral-storage": "100Gi" });
+    let resources = json!({ "cpu": "16", "memory": "64Gi", "pods": "10000", "ephemeral-storage": "100Gi" });
     let patch = json!({
         "status": {
             "capacity": resources,

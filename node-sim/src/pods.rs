@@ -1,13 +1,13 @@
-//! The pod lifecycle: bind unscheduled pods to our node, report them Running (or Failed), and
-//! finish deletions after the (capped) grace period, as kubelet does.
+//! The pod lifecycle on our node: report the pods the scheduler bound here Running (or
+//! Failed), and finish their deletions after the (capped) grace period, as kubelet does.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Error, ResourceExt};
 use tracing::{debug, info, warn};
@@ -28,8 +28,6 @@ pub struct Settings {
 /// already shows the result of a step is never touched again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
-    /// Unscheduled: bind it to our node, then start it.
-    Bind,
     /// Bound to our node but not yet reported Running/Failed.
     Start,
     /// Being deleted: wait out the grace period, then remove it.
@@ -45,12 +43,8 @@ fn next_step(pod: &Pod, node: &str) -> Option<Step> {
         let apiserver_finishes = pod.metadata.deletion_grace_period_seconds == Some(0);
         return (on_our_node && !apiserver_finishes).then_some(Step::Finalize);
     }
-    match spec.node_name.as_deref() {
-        None | Some("") => Some(Step::Bind),
-        Some(_) if !on_our_node => None,
-        Some(_) if is_started(pod) => None,
-        Some(_) => Some(Step::Start),
-    }
+    // Unscheduled pods are the scheduler's; pods on other nodes, their kubelets'.
+    (on_our_node && !is_started(pod)).then_some(Step::Start)
 }
 
 fn phase(pod: &Pod) -> Option<&str> {
@@ -123,7 +117,6 @@ impl Simulator {
             // never change again, and a kubelet does not forget a pod it runs either.
             for attempt in 1..=STEP_ATTEMPTS {
                 let result = match step {
-                    Step::Bind => this.bind_and_start(&pod).await,
                     Step::Start => this.start(&pod).await,
                     Step::Finalize => this.finalize(&pod).await,
                 };
@@ -152,34 +145,6 @@ impl Simulator {
 
     fn api(&self, pod: &Pod) -> Api<Pod> {
         Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default())
-    }
-
-    /// Binds then starts in one task: the bind's own watch event arrives while this task still
-    /// holds the pod, so a separate Start would otherwise be dropped.
-    async fn bind_and_start(&self, pod: &Pod) -> Result<(), Error> {
-        let binding = Binding {
-            metadata: ObjectMeta {
-                name: pod.metadata.name.clone(),
-                namespace: pod.metadata.namespace.clone(),
-                uid: pod.metadata.uid.clone(),
-                ..Default::default()
-            },
-            target: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Node".into()),
-                name: Some(self.settings.node_name.clone()),
-                ..Default::default()
-            },
-        };
-        let (api, name, pp) = (self.api(pod), pod.name_any(), PostParams::default());
-        let created = retry(|| api.create_subresource::<_, serde_json::Value>("binding", &name, &pp, &binding)).await;
-        match created {
-            Ok(_) => debug!(pod = %pod.name_any(), node = %self.settings.node_name, "bound"),
-            // 409: someone else bound it meanwhile; its next event tells us whether it is ours.
-            Err(Error::Api(s)) if s.is_conflict() || s.is_not_found() => return Ok(()),
-            Err(e) => return Err(e),
-        }
-        self.start(pod).await
     }
 
     async fn start(&self, pod: &Pod) -> Result<(), Error> {
@@ -256,6 +221,7 @@ mod tests {
     use k8s_openapi::api::core::v1::{PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::Timestamp;
+    use kube::api::ObjectMeta;
 
     fn pod(node: Option<&str>, phase: Option<&str>) -> Pod {
         Pod {
@@ -275,8 +241,8 @@ mod tests {
     #[test]
     fn steps_follow_the_pod_state() {
         let n = "sim-node";
-        assert_eq!(next_step(&pod(None, Some("Pending")), n), Some(Step::Bind));
-        assert_eq!(next_step(&pod(Some(""), None), n), Some(Step::Bind));
+        assert_eq!(next_step(&pod(None, Some("Pending")), n), None, "the scheduler binds, not the node");
+        assert_eq!(next_step(&pod(Some(""), None), n), None);
         assert_eq!(next_step(&pod(Some(n), Some("Pending")), n), Some(Step::Start));
         assert_eq!(next_step(&pod(Some(n), Some("Running")), n), None);
         assert_eq!(next_step(&pod(Some(n), Some("Failed")), n), None);

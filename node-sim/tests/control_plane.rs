@@ -7,7 +7,7 @@ use podset_test_support as common;
 
 use std::time::Duration;
 
-use common::{eventually_ok, require_sim_node, with_namespace};
+use common::{eventually_ok, on_simulated_node, require_sim_node, with_namespace};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -112,15 +112,20 @@ async fn crd_schema_bounds_replicas() {
     }
 }
 
+/// A pod for the simulated node (its label and toleration): the scheduler binds it there.
 fn pod(name: &str, annotations: &[(&str, &str)]) -> Pod {
-    serde_json::from_value(json!({
+    let mut pod: Pod = serde_json::from_value(json!({
         "metadata": {
             "name": name,
             "annotations": annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<std::collections::BTreeMap<_, _>>(),
         },
         "spec": { "containers": [{ "name": "app", "image": "registry.invalid/app:1" }] },
     }))
-    .expect("pod literal deserializes")
+    .expect("pod literal deserializes");
+    if let Some(spec) = pod.spec.as_mut() {
+        on_simulated_node(spec);
+    }
+    pod
 }
 
 fn phase(pod: &Pod) -> Option<&str> {
