@@ -32,7 +32,7 @@ fn template(container: serde_json::Value, pod: serde_json::Value) -> serde_json:
 }
 
 fn busybox(extra: serde_json::Value) -> serde_json::Value {
-    let mut c = json!({ "name": "c", "image": "busybox:1.36", "command": ["sleep", "3600"] });
+    let mut c = json!({ "name": "c", "image": "busybox:1.35", "command": ["sleep", "3600"] });
     if let (Some(m), Some(e)) = (c.as_object_mut(), extra.as_object()) {
         m.extend(e.clone());
     }
@@ -111,7 +111,7 @@ async fn templates_the_api_server_or_the_profile_refuse_end_in_a_condition_and_n
     assert_eq!(reason, "InvalidTemplate");
     assert!(message.contains("hostPath") && message.contains("restricted"), "{message}");
     // A container name the API server refuses: the pod create fails, the PodSet says so.
-    let bad_name = template(json!({ "name": "Not_A_DNS_Label", "image": "busybox:1.36" }), json!({}));
+    let bad_name = template(json!({ "name": "Not_A_DNS_Label", "image": "busybox:1.35" }), json!({}));
     env.podsets
         .create(
             &PostParams::default(),

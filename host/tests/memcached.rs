@@ -32,6 +32,30 @@ fn sample(size: i32) -> DynamicObject {
     .expect("memcached")
 }
 
+/// `stats` over TCP, as a memcached client would ask it; the reply up to `END`.
+async fn memcached_stats(ip: &str, port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask = async {
+        let mut conn = tokio::net::TcpStream::connect((ip, port)).await?;
+        conn.write_all(b"stats\r\n").await?;
+        let mut reply = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !reply.ends_with(b"END\r\n") {
+            let n = conn.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            reply.extend_from_slice(&buf[..n]);
+        }
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&reply).into_owned())
+    };
+    match tokio::time::timeout(Duration::from_secs(5), ask).await {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(e)) => panic!("memcached at {ip}:{port}: {e}"),
+        Err(_) => panic!("memcached at {ip}:{port} did not answer stats in 5 s"),
+    }
+}
+
 fn condition(mc: &DynamicObject, type_: &str) -> Option<(String, String)> {
     let conditions = mc.data["status"]["conditions"].as_array()?;
     let c = conditions.iter().find(|c| c["type"] == type_)?;
@@ -55,6 +79,7 @@ async fn converged(mcs: &Api<DynamicObject>, deployments: &Api<Deployment>, size
 #[tokio::test]
 async fn the_operator_sdk_walkthrough_with_a_podset_beside_it_in_one_operator() {
     let client = common::client().await;
+    common::require_real_node(&client).await;
     let ns = common::namespace(&client, "memcached").await;
     let dir = common::policy_dir();
     let op = common::Operator::start_serving(
@@ -92,6 +117,13 @@ async fn the_operator_sdk_walkthrough_with_a_podset_beside_it_in_one_operator() 
         names
     };
     assert_eq!(nodes, listed, "status.nodes lists the Deployment's pods");
+    // They are real memcached processes: each answers the protocol on its pod IP.
+    for name in &listed {
+        let pod = pods.get(name).await.expect("pod");
+        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).expect("a Running pod has an IP");
+        let stats = memcached_stats(&ip, 11211).await;
+        assert!(stats.contains("STAT version 1.6.18"), "{name} at {ip} answers stats: {stats}");
+    }
     common::eventually("the PodSet beside it", T, || async {
         (common::active_pods(&pods, "web").await.len() == 2).then_some(())
     })

@@ -27,8 +27,10 @@ async fn stays(env: &Env, name: &str, n: usize, d: Duration) {
 #[tokio::test]
 async fn seed_walkthrough_scales_exactly_and_garbage_collects() {
     let env = Env::new("walkthrough").await;
+    common::require_real_node(&env.client).await;
     let started = Instant::now();
-    env.create("web", 3).await;
+    // The seed's PodSet, no template: busybox pods that really run on the real node.
+    env.create_real("web", 3).await;
     let names = env.converged("web", 3).await;
     let t3 = started.elapsed();
 
@@ -81,12 +83,19 @@ async fn seed_walkthrough_scales_exactly_and_garbage_collects() {
 
     env.podsets.delete("web", &DeleteParams::default()).await.expect("delete PodSet");
     let t = Instant::now();
-    eventually("the garbage collector to remove the pods", Duration::from_secs(60), || async {
+    eventually("the garbage collector to delete the pods", Duration::from_secs(60), || async {
+        let left = env.pods.list(&Default::default()).await.ok()?;
+        left.items.iter().all(|p| p.metadata.deletion_timestamp.is_some()).then_some(())
+    })
+    .await;
+    let collected = t.elapsed();
+    // The seed's `sleep` ignores SIGTERM, so the kubelet kills it after the 30 s grace period.
+    eventually("the kubelet to remove the pods", Duration::from_secs(120), || async {
         let left = env.pods.list(&Default::default()).await.ok()?;
         left.items.is_empty().then_some(())
     })
     .await;
-    println!("garbage-collected in {:?}", t.elapsed());
+    println!("garbage-collected in {collected:?}; pods gone after {:?}", t.elapsed());
     env.cleanup().await;
 }
 
@@ -101,7 +110,8 @@ async fn deleted_failed_and_terminating_pods_are_replaced_and_not_counted() {
     let after = env.converged("web", 2).await;
     assert!(!after.contains(&names[0]));
 
-    // Failed (as a kubelet would report it): replaced, not counted, not deleted.
+    // Failed (set by hand on the simulated node; real_node.rs has a container that
+    // really exits non-zero): replaced, not counted, not deleted.
     let failed = after[0].clone();
     let status = serde_json::json!({ "status": { "phase": "Failed" } });
     env.pods.patch_status(&failed, &PatchParams::default(), &Patch::Merge(&status)).await.expect("fail pod");

@@ -143,7 +143,7 @@ mod reconcile_world {
                 })],
                 // A Deployment whose pod template runs privileged.
                 Some("privileged-template") => vec![Action::Apply(format!(
-                    r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"}},"spec":{{"replicas":1,"selector":{{"matchLabels":{{"app":"{name}"}}}},"template":{{"metadata":{{"labels":{{"app":"{name}"}}}},"spec":{{"containers":[{{"name":"c","image":"busybox:1.36","securityContext":{{"privileged":true}}}}]}}}}}}}}"#
+                    r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"}},"spec":{{"replicas":1,"selector":{{"matchLabels":{{"app":"{name}"}}}},"template":{{"metadata":{{"labels":{{"app":"{name}"}}}},"spec":{{"containers":[{{"name":"c","image":"busybox:1.35","securityContext":{{"privileged":true}}}}]}}}}}}}}"#
                 ))],
                 // Owner references are the host's to set.
                 Some("owner-references") => vec![Action::Create(configmap(

@@ -28,11 +28,14 @@ pub fn kubeconfig_path() -> PathBuf {
     path
 }
 
-/// Writes a kubeconfig for `server` that authenticates with `token`.
+/// Writes a kubeconfig for `server` that authenticates with `token` and trusts the
+/// test cluster's CA.
 pub fn write_kubeconfig(path: &std::path::Path, server: &str, token: &str) {
+    let ca = cluster_dir().join("certs/ca.crt");
+    let ca = ca.display();
     let yaml = format!(
         "apiVersion: v1\nkind: Config\n\
-         clusters: [{{name: c, cluster: {{server: '{server}', insecure-skip-tls-verify: true}}}}]\n\
+         clusters: [{{name: c, cluster: {{server: '{server}', certificate-authority: '{ca}'}}}}]\n\
          users: [{{name: u, user: {{token: '{token}'}}}}]\n\
          contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n"
     );

@@ -8,12 +8,27 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use podset_host::crd::{PodSet, PodSetSpec};
 
+use podset_host::contract::podset::default_template;
+
 use crate::cluster::{client, delete_namespace, namespace};
+use crate::nodes::on_simulated_node;
 use crate::operator::Operator;
 use crate::policies::policy_dir;
 use crate::poll::eventually;
 
+/// A PodSet of the default pod, placed on the simulated node: tests of the reconcile
+/// logic create hundreds of pods and script their phases there.
 pub fn podset(name: &str, replicas: i32) -> PodSet {
+    let mut template = default_template();
+    if let Some(spec) = template.spec.as_mut() {
+        on_simulated_node(spec);
+    }
+    PodSet::new(name, PodSetSpec { replicas, template: Some(template), policy_ref: None })
+}
+
+/// A PodSet of the default pod as a user writes it (no template): its pods run on the
+/// real node.
+pub fn real_podset(name: &str, replicas: i32) -> PodSet {
     PodSet::new(name, PodSetSpec { replicas, template: None, policy_ref: None })
 }
 
@@ -84,6 +99,11 @@ impl Env {
 
     pub async fn create(&self, name: &str, replicas: i32) {
         self.create_with(name, replicas, None).await
+    }
+
+    /// A PodSet as a user writes it: its pods run on the real node.
+    pub async fn create_real(&self, name: &str, replicas: i32) {
+        self.podsets.create(&PostParams::default(), &real_podset(name, replicas)).await.expect("create PodSet");
     }
 
     /// A PodSet decided by ReconcilePolicy `policy` (or the default policy).

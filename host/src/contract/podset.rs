@@ -38,7 +38,7 @@ pub fn default_template() -> PodTemplateSpec {
         spec: Some(PodSpec {
             containers: vec![Container {
                 name: "busybox".into(),
-                image: Some("busybox:1.36".into()),
+                image: Some("busybox:1.35".into()),
                 command: Some(vec!["sleep".into(), "3600".into()]),
                 ..Container::default()
             }],
@@ -375,7 +375,7 @@ mod tests {
         let spec = &pod.data["spec"];
         assert_eq!(spec["securityContext"]["runAsNonRoot"], json!(true));
         assert_eq!(spec["containers"][0]["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
-        assert_eq!(spec["containers"][0]["image"], json!("busybox:1.36"));
+        assert_eq!(spec["containers"][0]["image"], json!("busybox:1.35"));
     }
 
     #[test]
@@ -383,7 +383,7 @@ mod tests {
         let mut ps = podset(1);
         ps.data["spec"]["template"] = json!({
             "metadata": { "labels": { "app": "mine", SELECTOR_LABEL: "other" } },
-            "spec": { "containers": [{ "name": "c", "image": "busybox:1.36" }] }
+            "spec": { "containers": [{ "name": "c", "image": "busybox:1.35" }] }
         });
         let o = observed(ps.clone(), Vec::new());
         let checked = check(plan(vec![prefix()], &o).expect("plan"), &o, &resolved(None)).expect("passes");
