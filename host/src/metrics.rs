@@ -79,6 +79,11 @@ impl Default for Metrics {
         );
         registry.register("policy_failures", "Decisions a policy could not make, by reason", m.policy_failures.clone());
         registry.register("api_writes", "Write requests sent to the Kubernetes API", m.api_writes.clone());
+        registry.register(
+            "leader",
+            "1 while this replica acts (holds the Lease, or runs without leader election), 0 on standby",
+            m.leader.clone(),
+        );
         registry.register("policy_loads", "Policy module loads, by source and result", m.policy_loads.clone());
         registry.register(
             "policies_refused",

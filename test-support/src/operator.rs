@@ -71,7 +71,8 @@ impl Operator {
         let port = free_port();
         let log_dir = std::env::temp_dir().join("podset-host-operator-logs");
         std::fs::create_dir_all(&log_dir).expect("log dir");
-        let log = log_dir.join(format!("{namespace}.log"));
+        // Named by port too: several replicas may serve one namespace.
+        let log = log_dir.join(format!("{namespace}-{port}.log"));
         let _ = std::fs::remove_file(&log);
         let spec = (
             namespace.to_string(),

@@ -1,0 +1,143 @@
+//! Leader election on a coordination.k8s.io/v1 Lease, as two replicas of the operator
+//! run it against the test cluster's API server: one acts, the standby writes nothing,
+//! and it takes over when the leader is killed or stops.
+
+use podset_test_support as common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Env, Operator, active_pods, eventually, kubeconfig_path, policy_dir};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+
+const LEASE: &str = "podset-host";
+/// Short, so that a forced handover fits a test; the graceful one must not wait for it.
+const LEASE_DURATION: Duration = Duration::from_secs(6);
+
+fn replica(ns: &str, identity: &str) -> Operator {
+    let policy = policy_dir().join("podset.wasm");
+    let duration = format!("{}s", LEASE_DURATION.as_secs());
+    Operator::spawn_with_args(
+        ns,
+        &[&policy],
+        &kubeconfig_path(),
+        &[
+            "--leader-elect",
+            "--lease-namespace",
+            ns,
+            "--lease-name",
+            LEASE,
+            "--lease-duration",
+            &duration,
+            "--lease-renew-deadline",
+            "4s",
+            "--lease-identity",
+            identity,
+        ],
+    )
+}
+
+/// Waits until `/readyz` answers ok with `role` (`leader` or `standby`); returns how long.
+async fn role(op: &Operator, role: &str) -> Duration {
+    let started = Instant::now();
+    eventually(&format!("the replica to be {role} (log: {})", op.log.display()), Duration::from_secs(60), || async {
+        let (ready, body) = op.readyz().await?;
+        (ready && body.contains(&format!("({role})"))).then_some(())
+    })
+    .await;
+    started.elapsed()
+}
+
+/// Writes the replica sent that change the cluster. Not counted: the Lease (a standby
+/// asks for it too) and SelfSubjectAccessReviews (a POST that stores nothing: every
+/// replica checks its permissions when it loads a policy).
+async fn writes(op: &Operator) -> f64 {
+    let m = op.metrics().await;
+    let sum = |filter| common::sum_metric(&m, "podset_api_writes_total", filter);
+    sum("") - sum(r#"resource="leases""#) - sum(r#"resource="selfsubjectaccessreviews""#)
+}
+
+async fn write_lines(op: &Operator) -> String {
+    op.metrics().await.lines().filter(|l| l.starts_with("podset_api_writes_total")).collect::<Vec<_>>().join("\n")
+}
+
+/// Samples the PodSet's active pods until stopped; returns the most seen at once.
+fn max_active(
+    pods: Api<k8s_openapi::api::core::v1::Pod>,
+    name: &'static str,
+) -> (Arc<AtomicBool>, tokio::task::JoinHandle<usize>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let most = Arc::new(AtomicUsize::new(0));
+    let (s, m) = (stop.clone(), most.clone());
+    let task = tokio::spawn(async move {
+        while !s.load(Ordering::Relaxed) {
+            m.fetch_max(active_pods(&pods, name).await.len(), Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        m.load(Ordering::Relaxed)
+    });
+    (stop, task)
+}
+
+#[tokio::test]
+async fn the_standby_writes_nothing_and_takes_over_when_the_leader_is_killed_or_stops() {
+    let client = common::client().await;
+    common::require_sim_node(&client).await;
+    let ns = common::namespace(&client, "leader").await;
+    let a = replica(&ns, "replica-a");
+    role(&a, "leader").await;
+    let mut b = replica(&ns, "replica-b");
+    role(&b, "standby").await;
+    assert_eq!(a.sum("podset_leader", "").await, 1.0, "the leader's gauge");
+    assert_eq!(b.sum("podset_leader", "").await, 0.0, "the standby's gauge");
+    let mut env = Env {
+        podsets: Api::namespaced(client.clone(), &ns),
+        pods: Api::namespaced(client.clone(), &ns),
+        client,
+        ns,
+        op: a,
+    };
+
+    env.create("web", 3).await;
+    env.converged("web", 3).await;
+    assert!(writes(&env.op).await >= 3.0, "the leader created the pods");
+    assert_eq!(writes(&b).await, 0.0, "the standby wrote nothing:\n{}", write_lines(&b).await);
+    let (stop, most) = max_active(env.pods.clone(), "web");
+
+    // Forced: the leader dies without releasing; the standby waits out the Lease.
+    env.op.kill();
+    let forced = role(&b, "leader").await;
+    env.scale("web", 5).await;
+    env.converged("web", 5).await;
+
+    // The killed replica comes back as a standby and stays silent.
+    env.op.respawn();
+    role(&env.op, "standby").await;
+    env.scale("web", 4).await;
+    env.converged("web", 4).await;
+    assert_eq!(
+        writes(&env.op).await,
+        0.0,
+        "the restarted standby wrote nothing while b led:\n{}",
+        write_lines(&env.op).await
+    );
+
+    // Graceful: SIGTERM releases the Lease, and the standby takes it at once.
+    assert!(b.terminate(Duration::from_secs(20)), "the leader stops cleanly on SIGTERM");
+    let graceful = role(&env.op, "leader").await;
+    assert!(graceful < LEASE_DURATION, "a released Lease is taken without waiting for it to expire: {graceful:?}");
+    env.scale("web", 2).await;
+    env.converged("web", 2).await;
+
+    stop.store(true, Ordering::Relaxed);
+    let most = most.await.expect("sampler");
+    assert!(most <= 5, "never more active pods than the largest replicas asked for: saw {most}");
+    let lease = Api::<Lease>::namespaced(env.client.clone(), &env.ns).get(LEASE).await.expect("the Lease");
+    assert_eq!(lease.spec.and_then(|s| s.holder_identity).as_deref(), Some("replica-a"));
+    println!(
+        "handover with a {LEASE_DURATION:?} lease: forced (SIGKILL) {forced:?}, graceful (SIGTERM) {graceful:?}; at most {most} active pods"
+    );
+    env.cleanup().await;
+}
