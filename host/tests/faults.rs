@@ -225,6 +225,17 @@ impl Case {
                 if all.len() != 1 || all[0].spec.as_ref().and_then(|s| s.replicas) != Some(replicas) {
                     return Err(format!("{} Deployments", all.len()));
                 }
+                // The Deployment's own status settled too (real pods take a while to
+                // terminate): the policy writes what it says into the Memcached's status.
+                let d = &all[0];
+                let ds = d.status.clone().unwrap_or_default();
+                let settled = [ds.replicas, ds.ready_replicas, ds.updated_replicas, ds.available_replicas]
+                    .iter()
+                    .all(|n| n.unwrap_or(0) == replicas)
+                    && ds.observed_generation == d.metadata.generation;
+                if !settled {
+                    return Err(format!("the Deployment's status has not settled: {ds:?}"));
+                }
                 let mc = memcacheds(&self.client, &self.ns).get(NAME).await.map_err(|e| e.to_string())?;
                 let nodes: Vec<String> = serde_json::from_value(mc.data["status"]["nodes"].clone()).unwrap_or_default();
                 let generation = mc.metadata.generation.unwrap_or(0);
@@ -233,8 +244,13 @@ impl Case {
                         c["type"] == "Available" && c["status"] == "True" && c["observedGeneration"] == generation
                     })
                 });
-                if nodes != active || !available {
-                    return Err(format!("status lists {nodes:?}, Available {available}"));
+                let complete = mc.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|c| c["type"] == "Progressing" && c["status"] == "False" && c["reason"] == "Complete")
+                });
+                if nodes != active || !available || !complete {
+                    return Err(format!(
+                        "status lists {nodes:?}, Available {available}, Progressing complete {complete}"
+                    ));
                 }
             }
         }
@@ -473,7 +489,9 @@ impl ApiServer {
         let log = std::fs::File::create(cluster_dir().join(format!("logs/apiserver-{name}.log"))).expect("log");
         let child =
             Command::new(&argv[0]).args(&argv[1..]).stdout(Stdio::null()).stderr(log).spawn().expect("kube-apiserver");
-        ApiServer { child, url: format!("https://127.0.0.1:{port}"), audit }
+        // It listens where the cluster's does (the node's bridge address with a real node).
+        let addr = args.lines().find_map(|a| a.strip_prefix("--bind-address=")).unwrap_or("127.0.0.1");
+        ApiServer { child, url: format!("https://{addr}:{port}"), audit }
     }
 
     async fn ready(&self) {
