@@ -147,6 +147,11 @@ impl Operator {
             ctx.kinds.stop_all().await;
             // Only now: a standby taking over must not overlap this replica's writes.
             release.cancel();
+            // And the process waits for it: exiting first would leave the Lease to
+            // expire, and the standby waiting for the whole lease duration.
+            if tokio::time::timeout(Duration::from_secs(5), ctx.leadership.released()).await.is_err() {
+                warn!("the lease was not released within 5 s; the standby takes over when it expires");
+            }
         };
         let file_watch = async {
             file_watch.await;

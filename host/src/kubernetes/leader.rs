@@ -77,14 +77,17 @@ impl Settings {
 #[derive(Clone)]
 pub struct Leadership {
     acting: watch::Receiver<bool>,
+    /// True once the Lease is released (or was never ours to release).
+    released: watch::Receiver<bool>,
     elected: bool,
 }
 
 impl Leadership {
     /// A replica without leader election: it always acts.
     pub fn alone() -> Self {
-        let (_, rx) = watch::channel(true);
-        Leadership { acting: rx, elected: false }
+        let (_, acting) = watch::channel(true);
+        let (_, released) = watch::channel(true);
+        Leadership { acting, released, elected: false }
     }
 
     pub fn is_acting(&self) -> bool {
@@ -95,6 +98,14 @@ impl Leadership {
     pub async fn acting(&self) {
         let mut rx = self.acting.clone();
         let _ = rx.wait_for(|a| *a).await;
+    }
+
+    /// Resolves once the Lease has been released after `release` was cancelled. The
+    /// process must not exit before: a Lease left to expire keeps the standby waiting
+    /// for the whole lease duration.
+    pub async fn released(&self) {
+        let mut rx = self.released.clone();
+        let _ = rx.wait_for(|r| *r).await;
     }
 
     /// `leader`, `standby`, or `single` (no election), for `/readyz` and logs.
@@ -132,9 +143,14 @@ pub fn start(
     let freed = Arc::new(Notify::new());
     let elected = watch::channel(false);
     tokio::spawn(watch_lease(client.clone(), settings.clone(), seen.clone(), freed.clone(), release.clone()));
-    tokio::spawn(elect(client, settings.clone(), elected.0, freed, release));
+    let (released_tx, released_rx) = watch::channel(false);
+    let electing = elect(client, settings.clone(), elected.0, freed, release);
+    tokio::spawn(async move {
+        electing.await;
+        let _ = released_tx.send(true);
+    });
     tokio::spawn(decide_acting(settings, seen, elected.1, acting_tx, shutdown, lost, on_change));
-    Leadership { acting: acting_rx, elected: true }
+    Leadership { acting: acting_rx, released: released_rx, elected: true }
 }
 
 /// Follows the Lease: who holds it, when it was renewed; wakes a standby when it is freed.
