@@ -43,12 +43,11 @@ install: ## Install the CRDs into the cluster of KUBECONFIG
 uninstall: ## Remove the CRDs (and with them every PodSet)
 	kubectl delete --ignore-not-found -f manifests/crd/
 
-deploy: policy ## Deploy the operator into the cluster of KUBECONFIG (manifests/ via kustomize; image podset-host:0.1.0)
-	@mkdir -p manifests/policy && cp target/policy/podset.wasm target/policy/memcached.wasm manifests/policy/
-	kubectl apply --server-side -k manifests/
+deploy: ## Deploy the operator (2 replicas, leader election): on the embedded cluster, or IMG=registry/name:tag on KUBECONFIG's
+	@hack/deploy.sh deploy
 
-undeploy: ## Remove what deploy created
-	kubectl delete --ignore-not-found -k manifests/
+undeploy: ## Remove what deploy applied (CRDs included)
+	@hack/deploy.sh undeploy
 
 cluster-up: ## Start the embedded control plane (.cluster/kubeconfig)
 	@hack/cluster.sh up

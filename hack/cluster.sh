@@ -255,7 +255,7 @@ make_certs() {
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
     -out "$c/ca.crt" 2>/dev/null || die "creating the cluster CA failed"
   sign_cert apiserver "/CN=kube-apiserver" \
-    "IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc" serverAuth
+    "IP:127.0.0.1,IP:$NODE_IP,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc" serverAuth
   # The API server's client identity towards kubelets (logs, exec, port-forward).
   sign_cert apiserver-kubelet-client "/CN=kube-apiserver-kubelet-client/O=system:masters" "" clientAuth
 }
@@ -381,11 +381,19 @@ cmd_up() {
     echo "$sim_token,podset-node-sim,podset-node-sim,system:masters"
     echo "$kcm_token,system:kube-controller-manager,system:kube-controller-manager,system:masters"
     echo "$scheduler_token,system:kube-scheduler,system:kube-scheduler"
-    # No Node authorizer runs here: the kubelet gets system:masters (loopback only).
+    # No Node authorizer runs here: the kubelet gets system:masters (on this machine only).
     echo "$kubelet_token,system:node:$NODE_NAME,system:node:$NODE_NAME,\"system:nodes,system:masters\""
   } >"$CLUSTER_DIR/tokens.csv"
   chmod 600 "$CLUSTER_DIR/tokens.csv"
-  APISERVER_URL="https://127.0.0.1:$APISERVER_PORT"
+  # With a real node, the API server listens on the node's bridge address instead of
+  # loopback: pods (the operator deployed as pods) reach it there, through the
+  # `kubernetes` Service (node_service_route), and nothing outside this machine can.
+  API_ADDR=127.0.0.1
+  if [ "${REAL_NODE:-1}" != 0 ]; then
+    node_bridge
+    API_ADDR=$NODE_IP
+  fi
+  APISERVER_URL="https://$API_ADDR:$APISERVER_PORT"
 
   cat >"$CLUSTER_DIR/audit-policy.yaml" <<'EOF'
 # Metadata-level records of writes to the workloads the tests count: pods, PodSets,
@@ -438,7 +446,7 @@ EOF
 
   log "starting kube-apiserver on $APISERVER_URL"
   start kube-apiserver "$KUBE_APISERVER" \
-    --etcd-servers="http://127.0.0.1:$ETCD_PORT" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" --bind-address="$API_ADDR" --advertise-address="$API_ADDR" \
     --secure-port="$APISERVER_PORT" --insecure-port=0 --cert-dir="$CLUSTER_DIR/certs" \
     --tls-cert-file="$CLUSTER_DIR/certs/apiserver.crt" --tls-private-key-file="$CLUSTER_DIR/certs/apiserver.key" \
     --client-ca-file="$CLUSTER_DIR/certs/ca.crt" --kubelet-certificate-authority="$CLUSTER_DIR/certs/ca.crt" \
@@ -470,12 +478,14 @@ EOF
 
   # deployment + replicaset: the Memcached policy owns a Deployment, and the real
   # ReplicaSet controller is the peer the benchmarks measure against. nodelifecycle:
-  # takes the not-ready taint off a node once it is Ready.
-  log "starting kube-controller-manager (garbagecollector, namespace, deployment, replicaset, nodelifecycle)"
+  # takes the not-ready taint off a node once it is Ready. root-ca-cert-publisher: the
+  # kube-root-ca.crt ConfigMap in every namespace, which a pod's projected service
+  # account volume reads the CA from.
+  log "starting kube-controller-manager (garbagecollector, namespace, deployment, replicaset, nodelifecycle, root-ca-cert-publisher)"
   start kube-controller-manager "$KUBE_CONTROLLER_MANAGER" --kubeconfig="$CLUSTER_DIR/kcm.kubeconfig" \
     --bind-address=127.0.0.1 --secure-port=0 --port=0 \
-    --controllers=garbagecollector,namespace,deployment,replicaset,nodelifecycle \
-    --leader-elect=false --use-service-account-credentials=false
+    --controllers=garbagecollector,namespace,deployment,replicaset,nodelifecycle,root-ca-cert-publisher \
+    --root-ca-file="$CLUSTER_DIR/certs/ca.crt" --leader-elect=false --use-service-account-credentials=false
 
   # The default client rate (50 QPS) would make the scheduler what a benchmark of
   # thousands of simulated pods measures.
@@ -483,7 +493,7 @@ EOF
   start kube-scheduler "$KUBE_SCHEDULER" --kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" --leader-elect=false \
     --bind-address=127.0.0.1 --secure-port=0 --port=0 --kube-api-qps=1000 --kube-api-burst=1000
 
-  [ "${REAL_NODE:-1}" = 0 ] || node_up "$KUBELET"
+  [ "${REAL_NODE:-1}" = 0 ] || node_up "$KUBELET" "$APISERVER_PORT"
 
   if [ -n "$sim_bin" ]; then
     log "starting the node simulator (node $SIM_NODE_NAME)"

@@ -93,12 +93,15 @@ build() {
       pack iperf3 "docker.io/library/iperf3:$IPERF3_TAG" --entrypoint '["iperf3"]' --user 65534
       ;;
     podset-host)
-      log "building the operator (release) and its policies"
-      cargo build -q --release -p podset-host --bin podset-host || die "building podset-host failed"
-      PODSET_HOST_BIN="$ROOT/target/release/podset-host" hack/policy.sh >/dev/null
+      # IMAGE_PROFILE=debug packs the debug build (what `make test` has built anyway).
+      local profile=${IMAGE_PROFILE:-release} flag=--release
+      [ "$profile" = release ] || flag=""
+      log "building the operator ($profile) and its policies"
+      cargo build -q $flag -p podset-host --bin podset-host || die "building podset-host failed"
+      PODSET_HOST_BIN="$ROOT/target/$profile/podset-host" hack/policy.sh >/dev/null
       rootfs=$(fresh podset-host)
       users "$rootfs"
-      copy_binary "$rootfs" "$ROOT/target/release/podset-host" /usr/bin/podset-host
+      copy_binary "$rootfs" "$ROOT/target/$profile/podset-host" /usr/bin/podset-host
       install -D -m 0644 -t "$rootfs/policies" target/policy/*.wasm
       pack podset-host "docker.io/library/podset-host:$OPERATOR_TAG" --entrypoint '["/usr/bin/podset-host"]' --user 65532
       ;;

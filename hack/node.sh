@@ -32,7 +32,7 @@ node_check() {
   [ "$(id -u)" = 0 ] || die "the real node needs root (containerd, runc, network namespaces); run as root"
   [ -d /sys/fs/cgroup/memory ] || [ -f /sys/fs/cgroup/cgroup.controllers ] || die "no cgroup filesystem at /sys/fs/cgroup: the real node cannot run containers here"
   grep -qw overlay /proc/filesystems || die "the kernel offers no overlay filesystem: containerd's overlayfs snapshotter cannot run here"
-  apt_install containerd runc containernetworking-plugins iproute2 gcc libc6-dev
+  apt_install containerd runc containernetworking-plugins iproute2 iptables gcc libc6-dev
   [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] || die "the CNI bridge and host-local plugins are missing from /usr/lib/cni"
 }
 
@@ -80,8 +80,8 @@ state = "$NODE_DIR/containerd/state"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
 EOF
-  # A bridge on this machine only: no masquerading, no port mapping, so nothing is
-  # added to the host's iptables.
+  # A bridge on this machine only: no masquerading, no port mapping. The default route
+  # through the bridge is what takes pods to the kubernetes Service (node_service_route).
   cat >"$NODE_DIR/cni/net.d/10-podset.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
@@ -91,6 +91,7 @@ EOF
       "type": "bridge",
       "bridge": "$NODE_BRIDGE",
       "isGateway": true,
+      "isDefaultGateway": true,
       "ipMasq": false,
       "hairpinMode": true,
       "ipam": {
@@ -133,8 +134,9 @@ serializeImagePulls: false
 EOF
 }
 
-# node_bridge: the pod bridge, made before the first pod so the node has its IP. The
-# CNI bridge plugin adopts it (same name, gateway address already set).
+# node_bridge: the pod bridge, made before the API server starts (it listens on the
+# bridge's address) and before the first pod, so the node has its IP. The CNI bridge
+# plugin adopts it (same name, gateway address already set).
 node_bridge() {
   ip link show "$NODE_BRIDGE" >/dev/null 2>&1 || ip link add "$NODE_BRIDGE" type bridge \
     || die "cannot create the bridge $NODE_BRIDGE: the real node needs CAP_NET_ADMIN"
@@ -163,15 +165,26 @@ node_record_host() {
   ls /var/log/pods 2>/dev/null | sort >"$NODE_DIR/pod-logs-before" || true
 }
 
-# node_up KUBELET_BINARY: containerd, the images, the kubelet; waits for the Node to be Ready.
+# node_service_route APISERVER_PORT: the `kubernetes` Service (10.0.0.1:443) leads
+# from pods to the API server, as kube-proxy would make it: one DNAT rule for traffic
+# entering from this node's bridge only, tagged with the node's id so node_down (and
+# node_leftovers) find it.
+node_service_route() {
+  local rule=(PREROUTING -i "$NODE_BRIDGE" -d 10.0.0.1/32 -p tcp --dport 443
+    -m comment --comment "podset-$NODE_ID kubernetes service" -j DNAT --to-destination "$NODE_IP:$1")
+  iptables -w -t nat -C "${rule[@]}" 2>/dev/null || iptables -w -t nat -A "${rule[@]}" \
+    || die "cannot add the kubernetes Service's DNAT rule: the real node needs iptables' nat table"
+}
+
+# node_up KUBELET_BINARY APISERVER_PORT: containerd, the images, the kubelet; waits for
+# the Node to be Ready.
 node_up() {
   local kubelet=$1 port
   port=$(free_ports | cut -d' ' -f1)
-  node_check
   node_certs
   node_configs "$port"
   node_cgroups
-  node_bridge
+  node_service_route "$2"
   node_record_host
   log "starting containerd ($CONTAINERD_SOCK)"
   start containerd containerd --config "$NODE_DIR/containerd.toml"
@@ -227,6 +240,11 @@ print(next((n.get("path", "") for n in spec.get("linux", {}).get("namespaces", [
   local m
   for m in $(findmnt -rn -o TARGET | grep -F "$NODE_DIR" | sort -r); do umount -l "$m" 2>/dev/null || true; done
   ip link delete "$NODE_BRIDGE" 2>/dev/null || true
+  local rule
+  while rule=$(iptables-save -t nat 2>/dev/null | grep -m1 -- "--comment \"podset-$NODE_ID "); do
+    # shellcheck disable=SC2086 # the saved rule's words are iptables arguments
+    eval "iptables -w -t nat ${rule/-A /-D }" || break
+  done
   # cgroups: deepest first, in every hierarchy.
   local h
   for h in /sys/fs/cgroup/*/"$NODE_CGROUP" /sys/fs/cgroup/"$NODE_CGROUP"; do
@@ -253,6 +271,8 @@ node_leftovers() {
   pgrep -af "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK" | sed 's/^/shim: /' || true
   findmnt -rn -o TARGET | grep -F "$NODE_DIR" | sed 's/^/mount: /' || true
   ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && echo "network device: $NODE_BRIDGE"
+  iptables-save -t nat 2>/dev/null | grep -- "podset-$NODE_ID " | sed 's/^/iptables rule: /'
+  true
   local h
   for h in /sys/fs/cgroup/*/"$NODE_CGROUP"; do [ -d "$h" ] && echo "cgroup: $h"; done
   return 0

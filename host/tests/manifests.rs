@@ -34,19 +34,22 @@ async fn manifests_pass_a_server_side_dry_run() {
         assert!(ok, "server-side dry run of manifests/{file} failed:\n{out}");
     }
 
-    // The whole kustomization, with the policy module where `make deploy` puts it.
+    // The whole kustomization as `make deploy` applies it to this cluster (image,
+    // namespace, the PodDisruptionBudget's API version for a 1.20 API server).
+    let out = std::process::Command::new(common::workspace().join("hack/deploy.sh"))
+        .arg("render")
+        .env("KUBECONFIG", common::kubeconfig_path())
+        .env("IMG", "registry.example/podset-host:test")
+        .output()
+        .expect("hack/deploy.sh render");
+    let rendered = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "hack/deploy.sh render failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    for expected in
+        ["binaryData:", "kind: Deployment", "kind: PodDisruptionBudget", "registry.example/podset-host:test"]
+    {
+        assert!(rendered.contains(expected), "the rendered kustomization lacks {expected}:\n{rendered}");
+    }
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir(dir.path().join("crd")).expect("crd dir");
-    for file in ["kustomization.yaml", "crd/podset-host.yaml", "crd/memcached.yaml", "rbac.yaml", "deployment.yaml"] {
-        std::fs::copy(manifests().join(file), dir.path().join(file)).expect("copy manifest");
-    }
-    std::fs::create_dir(dir.path().join("policy")).expect("policy dir");
-    for module in ["podset.wasm", "memcached.wasm"] {
-        std::fs::write(dir.path().join("policy").join(module), common::read_policy(module)).expect("module");
-    }
-    let (ok, rendered) = common::kubectl(&["kustomize", &dir.path().to_string_lossy()]);
-    assert!(ok, "kubectl kustomize manifests/ failed:\n{rendered}");
-    assert!(rendered.contains("binaryData:") && rendered.contains("kind: Deployment"), "{rendered}");
     let out_file = dir.path().join("rendered.yaml");
     std::fs::write(&out_file, &rendered).expect("write rendered");
     let (ok, out) = common::kubectl(&["apply", "--server-side", "--dry-run=server", "-f", &out_file.to_string_lossy()]);

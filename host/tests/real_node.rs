@@ -60,7 +60,11 @@ async fn a_podsets_containers_run_print_and_a_failed_one_is_replaced() {
 
     for name in &names {
         let pod = env.pods.get(name).await.expect("pod");
-        assert_eq!(pod.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some(node.as_str()), "{name} runs on {node}");
+        assert_eq!(
+            pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+            Some(node.as_str()),
+            "{name} runs on {node}"
+        );
         assert!(pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()).is_some(), "{name} has a pod IP");
         // The container's own output, through the API server and the kubelet.
         let logs = eventually(&format!("{name}'s output in kubectl logs"), T, || async {

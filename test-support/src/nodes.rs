@@ -59,5 +59,6 @@ pub async fn require_sim_node(client: &Client) -> String {
 /// The real node (kubelet and containerd, `hack/node.sh`). Tests that need a process to
 /// run fail here, naming the node, when it is missing: they never skip.
 pub async fn require_real_node(client: &Client) -> String {
-    require_node(client, &format!("{REAL}=true"), "a Ready real node (hack/cluster.sh starts one unless REAL_NODE=0)").await
+    require_node(client, &format!("{REAL}=true"), "a Ready real node (hack/cluster.sh starts one unless REAL_NODE=0)")
+        .await
 }

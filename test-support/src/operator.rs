@@ -182,17 +182,30 @@ fn free_port() -> u16 {
 
 /// A minimal HTTP/1.0 GET on loopback: `(status is 200, body)`; `None` when nothing answers.
 pub async fn http_status(port: u16, path: &str) -> Option<(bool, String)> {
+    http_status_at("127.0.0.1", port, path).await
+}
+
+/// As [`http_status`], at `host` (a pod IP, say), giving up after 3 s.
+pub async fn http_status_at(host: &str, port: u16, path: &str) -> Option<(bool, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await.ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).await.ok()?;
-    let (head, body) = buf.split_once("\r\n\r\n")?;
-    let ok = head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200");
-    Some((ok, body.to_string()))
+    let get = async {
+        let mut s = tokio::net::TcpStream::connect((host, port)).await.ok()?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes()).await.ok()?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).await.ok()?;
+        let (head, body) = buf.split_once("\r\n\r\n")?;
+        let ok = head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200");
+        Some((ok, body.to_string()))
+    };
+    tokio::time::timeout(Duration::from_secs(3), get).await.ok().flatten()
 }
 
 /// A minimal HTTP/1.0 GET on loopback; `None` when nothing answers.
 pub async fn http_get(port: u16, path: &str) -> Option<String> {
     http_status(port, path).await.filter(|(ok, _)| *ok).map(|(_, body)| body)
+}
+
+/// A GET at `host`: the body when the answer is 200.
+pub async fn http_body(host: &str, port: u16, path: &str) -> Option<String> {
+    http_status_at(host, port, path).await.filter(|(ok, _)| *ok).map(|(_, body)| body)
 }
