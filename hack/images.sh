@@ -59,6 +59,17 @@ pack() { # NAME REF OCI-ARGS...
   log "$ref: $OUT/$name.oci.tar ($(stat -c %s "$OUT/$name.oci.tar") bytes)"
 }
 
+# debian_binary_image NAME TAG: Debian's package NAME's /usr/bin/NAME with its
+# libraries, run as nobody.
+debian_binary_image() {
+  local name=$1 tag=$2 rootfs
+  apt_install "$name"
+  rootfs=$(fresh "$name")
+  users "$rootfs"
+  copy_binary "$rootfs" "/usr/bin/$name"
+  pack "$name" "docker.io/library/$name:$tag" --entrypoint "[\"$name\"]" --user 65534
+}
+
 build() {
   local rootfs
   case "$1" in
@@ -78,20 +89,8 @@ build() {
       done
       pack busybox "docker.io/library/busybox:$BUSYBOX_TAG" --cmd '["sh"]'
       ;;
-    memcached)
-      apt_install memcached
-      rootfs=$(fresh memcached)
-      users "$rootfs"
-      copy_binary "$rootfs" /usr/bin/memcached
-      pack memcached "docker.io/library/memcached:$MEMCACHED_TAG" --entrypoint '["memcached"]' --user 65534
-      ;;
-    iperf3)
-      apt_install iperf3
-      rootfs=$(fresh iperf3)
-      users "$rootfs"
-      copy_binary "$rootfs" /usr/bin/iperf3
-      pack iperf3 "docker.io/library/iperf3:$IPERF3_TAG" --entrypoint '["iperf3"]' --user 65534
-      ;;
+    memcached) debian_binary_image memcached "$MEMCACHED_TAG" ;;
+    iperf3) debian_binary_image iperf3 "$IPERF3_TAG" ;;
     podset-host)
       # IMAGE_PROFILE=debug packs the debug build (what `make test` has built anyway).
       local profile=${IMAGE_PROFILE:-release} flag=--release
