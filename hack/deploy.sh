@@ -29,7 +29,6 @@ fi
 
 embedded_up() {
   hack/cluster.sh up
-  # shellcheck disable=SC1091
   CONTAINERD_SOCK=$(sed -n 's/^CONTAINERD_SOCK=//p' "$CLUSTER_DIR/env")
   [ -S "$CONTAINERD_SOCK" ] || die "the embedded cluster has no real node to load the image into (REAL_NODE=0?)"
 }

@@ -9,11 +9,9 @@
 use podset_test_support as common;
 
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{active_pods, cluster_dir, eventually, http_body, kubectl, podset, workspace};
+use common::{MostActive, active_pods, cluster_dir, eventually, http_body, kubectl, podset, workspace};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -53,11 +51,9 @@ async fn readyz(ip: &str) -> Option<String> {
     http_body(ip, METRICS_PORT, "/readyz").await
 }
 
-/// Writes a pod sent that change the cluster (not its Lease, not its access reviews).
+/// Writes a pod sent that change the cluster, from its `/metrics`.
 async fn writes(ip: &str) -> f64 {
-    let m = http_body(ip, METRICS_PORT, "/metrics").await.unwrap_or_default();
-    let sum = |filter| common::sum_metric(&m, "podset_api_writes_total", filter);
-    sum("") - sum(r#"resource="leases""#) - sum(r#"resource="selfsubjectaccessreviews""#)
+    common::cluster_writes(&http_body(ip, METRICS_PORT, "/metrics").await.unwrap_or_default())
 }
 
 /// Waits until two operator pods serve, one leading (holding the Lease) and one on
@@ -126,17 +122,7 @@ async fn deployed_the_standby_pod_takes_over_when_the_leader_pod_is_deleted() {
     assert_eq!(writes(&standby_ip).await, 0.0, "the standby {standby} changed nothing");
 
     // Sample the active pods through both handovers.
-    let stop = Arc::new(AtomicBool::new(false));
-    let most = Arc::new(AtomicUsize::new(0));
-    let sampler = tokio::spawn({
-        let (stop, most, pods) = (stop.clone(), most.clone(), ns_pods.clone());
-        async move {
-            while !stop.load(Ordering::Relaxed) {
-                most.fetch_max(active_pods(&pods, "web").await.len(), Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    });
+    let sampler = MostActive::start(ns_pods.clone(), "web");
 
     let mut handovers = Vec::new();
     let mut replicas = 3;
@@ -160,9 +146,7 @@ async fn deployed_the_standby_pod_takes_over_when_the_leader_pod_is_deleted() {
     // The replacement pod came up as a standby and changed nothing.
     let (_, (standby, standby_ip)) = leader_and_standby(&pods, &leases).await;
     assert_eq!(writes(&standby_ip).await, 0.0, "the new standby {standby} changed nothing");
-    stop.store(true, Ordering::Relaxed);
-    sampler.await.expect("sampler");
-    let most = most.load(Ordering::Relaxed);
+    let most = sampler.stop().await;
     assert!(most <= replicas as usize, "never more active pods than asked for: saw {most}");
 
     let memory = pod_memory(&pods, &leader_now(&leases).await).await;

@@ -4,11 +4,9 @@
 
 use podset_test_support as common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Env, Operator, active_pods, eventually, kubeconfig_path, policy_dir};
+use common::{Env, MostActive, Operator, eventually, kubeconfig_path, policy_dir};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 
@@ -50,35 +48,12 @@ async fn role(op: &Operator, role: &str) -> Duration {
     started.elapsed()
 }
 
-/// Writes the replica sent that change the cluster. Not counted: the Lease (a standby
-/// asks for it too) and SelfSubjectAccessReviews (a POST that stores nothing: every
-/// replica checks its permissions when it loads a policy).
 async fn writes(op: &Operator) -> f64 {
-    let m = op.metrics().await;
-    let sum = |filter| common::sum_metric(&m, "podset_api_writes_total", filter);
-    sum("") - sum(r#"resource="leases""#) - sum(r#"resource="selfsubjectaccessreviews""#)
+    common::cluster_writes(&op.metrics().await)
 }
 
 async fn write_lines(op: &Operator) -> String {
     op.metrics().await.lines().filter(|l| l.starts_with("podset_api_writes_total")).collect::<Vec<_>>().join("\n")
-}
-
-/// Samples the PodSet's active pods until stopped; returns the most seen at once.
-fn max_active(
-    pods: Api<k8s_openapi::api::core::v1::Pod>,
-    name: &'static str,
-) -> (Arc<AtomicBool>, tokio::task::JoinHandle<usize>) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let most = Arc::new(AtomicUsize::new(0));
-    let (s, m) = (stop.clone(), most.clone());
-    let task = tokio::spawn(async move {
-        while !s.load(Ordering::Relaxed) {
-            m.fetch_max(active_pods(&pods, name).await.len(), Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        m.load(Ordering::Relaxed)
-    });
-    (stop, task)
 }
 
 #[tokio::test]
@@ -104,7 +79,7 @@ async fn the_standby_writes_nothing_and_takes_over_when_the_leader_is_killed_or_
     env.converged("web", 3).await;
     assert!(writes(&env.op).await >= 3.0, "the leader created the pods");
     assert_eq!(writes(&b).await, 0.0, "the standby wrote nothing:\n{}", write_lines(&b).await);
-    let (stop, most) = max_active(env.pods.clone(), "web");
+    let sampler = MostActive::start(env.pods.clone(), "web");
 
     // Forced: the leader dies without releasing; the standby waits out the Lease.
     env.op.kill();
@@ -131,8 +106,7 @@ async fn the_standby_writes_nothing_and_takes_over_when_the_leader_is_killed_or_
     env.scale("web", 2).await;
     env.converged("web", 2).await;
 
-    stop.store(true, Ordering::Relaxed);
-    let most = most.await.expect("sampler");
+    let most = sampler.stop().await;
     assert!(most <= 5, "never more active pods than the largest replicas asked for: saw {most}");
     let lease = Api::<Lease>::namespaced(env.client.clone(), &env.ns).get(LEASE).await.expect("the Lease");
     assert_eq!(lease.spec.and_then(|s| s.holder_identity).as_deref(), Some("replica-a"));

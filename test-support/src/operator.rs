@@ -168,6 +168,14 @@ fn launch(
         .expect("spawn podset-host")
 }
 
+/// The writes an operator's `/metrics` text counts that change the cluster. Not
+/// counted: its Lease (a standby asks for it too) and SelfSubjectAccessReviews (a POST
+/// that stores nothing: every replica checks its permissions when it loads a policy).
+pub fn cluster_writes(metrics: &str) -> f64 {
+    let sum = |filter| sum_metric(metrics, "podset_api_writes_total", filter);
+    sum("") - sum(r#"resource="leases""#) - sum(r#"resource="selfsubjectaccessreviews""#)
+}
+
 pub fn sum_metric(text: &str, metric: &str, filter: &str) -> f64 {
     text.lines()
         .filter(|l| !l.starts_with('#'))

@@ -161,3 +161,33 @@ pub fn decided_by<K: kube::Resource + ?Sized>(obj: &K, digest: &str) -> bool {
         .map(String::as_str)
         == Some(digest)
 }
+
+/// Samples PodSet `name`'s active pods every 100 ms until [`MostActive::stop`]; for
+/// tests that assert a bound across a disruption (a handover, a restart).
+pub struct MostActive {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<usize>,
+}
+
+impl MostActive {
+    pub fn start(pods: Api<Pod>, name: &str) -> MostActive {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (s, name) = (stop.clone(), name.to_string());
+        let task = tokio::spawn(async move {
+            let mut most = 0;
+            while !s.load(Ordering::Relaxed) {
+                most = most.max(active_pods(&pods, &name).await.len());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            most
+        });
+        MostActive { stop, task }
+    }
+
+    /// Stops sampling; the most active pods seen at once.
+    pub async fn stop(self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.task.await.expect("the sampler ran")
+    }
+}
