@@ -13,8 +13,13 @@ use tower::{Layer, Service};
 
 use crate::metrics::WriteLabels;
 
-pub async fn client(writes: Family<WriteLabels, Counter>) -> Result<Client, kube::Error> {
-    let config = Config::infer().await.map_err(kube::Error::InferConfig)?;
+/// A client whose requests carry `agent` as their User-Agent (audit logs record it).
+pub async fn client(writes: Family<WriteLabels, Counter>, agent: &str) -> Result<Client, kube::Error> {
+    let mut config = Config::infer().await.map_err(kube::Error::InferConfig)?;
+    // Invalid header bytes (from a strange pod name) only cost the attribution.
+    if let Ok(agent) = http::HeaderValue::from_str(agent) {
+        config.headers.push((http::header::USER_AGENT, agent));
+    }
     // Said once up front: when the server does not answer, the caches' errors follow.
     tracing::info!(server = %config.cluster_url, "Kubernetes API server");
     Ok(ClientBuilder::try_from(config)?.with_layer(&CountWrites(writes)).build())
