@@ -15,6 +15,7 @@ use crate::crd::ReconcilePolicy;
 use crate::kubernetes::cache::{CacheHealth, Caches};
 use crate::kubernetes::events::Events;
 use crate::kubernetes::leader::Leadership;
+use crate::kubernetes::shard::Shard;
 use crate::kubernetes::watches::Watches;
 use crate::metrics::Metrics;
 use crate::reconcile::controller::Kinds;
@@ -33,6 +34,8 @@ pub struct ContextSettings {
     pub metrics: Arc<Metrics>,
     /// Whether this replica may write (leader election).
     pub leadership: Leadership,
+    /// The namespaces served.
+    pub shard: Shard,
 }
 
 pub struct Context {
@@ -59,6 +62,8 @@ pub struct Context {
     pub shutdown: CancellationToken,
     /// Only the leader writes: every reconcile waits for this first.
     pub leadership: Leadership,
+    /// A sharded operator reconciles only the namespaces its selector matches.
+    pub shard: Shard,
 }
 
 impl Context {
@@ -88,6 +93,7 @@ impl Context {
             failures: Mutex::default(),
             shutdown,
             leadership: settings.leadership,
+            shard: settings.shard,
         })
     }
 
@@ -96,6 +102,7 @@ impl Context {
         let mut all = vec![self.policy_cache.clone()];
         all.extend(self.kinds.health());
         all.extend(self.watches.health());
+        all.extend(self.shard.health());
         Caches::new(all)
     }
 }

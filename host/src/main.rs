@@ -40,6 +40,10 @@ struct RunArgs {
     /// Watch only this namespace; empty watches all.
     #[arg(long, env = "WATCH_NAMESPACE", default_value = "")]
     namespace: String,
+    /// Serve only the namespaces whose labels match this selector (e.g. `shard=a`):
+    /// one shard of several operator Deployments, each with its own Lease.
+    #[arg(long, env = "NAMESPACE_SELECTOR", conflicts_with = "namespace")]
+    namespace_selector: Option<String>,
     /// Objects of one kind reconciled at once.
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 8)]
     concurrency: u16,
@@ -65,9 +69,10 @@ struct LeaderArgs {
     /// Take part in leader election (off for a single process, on in the Deployment).
     #[arg(long, env = "LEADER_ELECT")]
     leader_elect: bool,
-    /// The Lease's name.
-    #[arg(long, env = "LEASE_NAME", default_value = "podset-host")]
-    lease_name: String,
+    /// The Lease's name [default: `podset-host`; for a shard, `podset-host-` with the
+    /// selector and a hash of it, so that each shard elects its own leader].
+    #[arg(long, env = "LEASE_NAME")]
+    lease_name: Option<String>,
     /// The Lease's namespace [default: the pod's namespace (POD_NAMESPACE, or the
     /// service account's), else `default`].
     #[arg(long, env = "LEASE_NAMESPACE")]
@@ -79,34 +84,45 @@ struct LeaderArgs {
     /// the lease duration.
     #[arg(long, env = "LEASE_RENEW_DEADLINE", default_value = "10s", value_parser = humantime::parse_duration)]
     lease_renew_deadline: Duration,
-    /// This replica's identity in the Lease [default: POD_NAME, else host name and pid].
+    /// This replica's identity in the Lease and in its requests' User-Agent
+    /// [default: POD_NAME, else host name and pid].
     #[arg(long, env = "LEASE_IDENTITY")]
     lease_identity: Option<String>,
 }
 
 impl LeaderArgs {
-    fn settings(&self) -> Option<operator::LeaderSettings> {
+    fn identity(&self) -> String {
+        self.lease_identity.clone().or_else(|| std::env::var("POD_NAME").ok()).unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            format!("{}-{}", host.trim(), std::process::id())
+        })
+    }
+
+    fn settings(&self, selector: Option<&str>) -> Option<operator::LeaderSettings> {
         if !self.leader_elect {
             return None;
         }
+        let lease = match (&self.lease_name, selector) {
+            (Some(name), _) => name.clone(),
+            (None, Some(selector)) => podset_host::kubernetes::shard::lease_name(DEFAULT_LEASE, selector),
+            (None, None) => DEFAULT_LEASE.to_string(),
+        };
         let namespace = self.lease_namespace.clone().or_else(|| std::env::var("POD_NAMESPACE").ok()).or_else(|| {
             std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
                 .ok()
                 .map(|s| s.trim().to_string())
         });
-        let identity = self.lease_identity.clone().or_else(|| std::env::var("POD_NAME").ok()).unwrap_or_else(|| {
-            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-            format!("{}-{}", host.trim(), std::process::id())
-        });
         Some(operator::LeaderSettings {
-            lease: self.lease_name.clone(),
+            lease,
             namespace: namespace.unwrap_or_else(|| "default".into()),
-            identity,
+            identity: self.identity(),
             duration: self.lease_duration,
             renew_deadline: self.lease_renew_deadline,
         })
     }
 }
+
+const DEFAULT_LEASE: &str = "podset-host";
 
 #[derive(Subcommand)]
 enum PolicyCommand {
@@ -221,11 +237,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let settings = operator::Settings {
                 policies: args.policies,
                 namespace: Some(args.namespace).filter(|n| !n.is_empty()),
+                leader: args.leader.settings(args.namespace_selector.as_deref()),
+                identity: args.leader.identity(),
+                namespace_selector: args.namespace_selector,
                 concurrency: args.concurrency,
                 resync: args.resync,
                 metrics_addr: args.metrics_addr,
                 limits: args.sandbox.limits(),
-                leader: args.leader.settings(),
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(async {

@@ -45,6 +45,7 @@ pub struct Metrics {
     events_dropped: Counter,
     policies_refused: Family<ReasonLabels, Counter>,
     leader: Gauge,
+    shard_namespaces: Gauge,
 }
 
 impl Default for Metrics {
@@ -61,6 +62,7 @@ impl Default for Metrics {
             events_dropped: Counter::default(),
             policies_refused: Family::default(),
             leader: Gauge::default(),
+            shard_namespaces: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register("reconciles", "Reconciles run", m.reconciles.clone());
@@ -83,6 +85,11 @@ impl Default for Metrics {
             "leader",
             "1 while this replica acts (holds the Lease, or runs without leader election), 0 on standby",
             m.leader.clone(),
+        );
+        registry.register(
+            "shard_namespaces",
+            "The namespaces this shard serves (its --namespace-selector matches); 0 when unsharded",
+            m.shard_namespaces.clone(),
         );
         registry.register("policy_loads", "Policy module loads, by source and result", m.policy_loads.clone());
         registry.register(
@@ -122,6 +129,10 @@ impl Metrics {
 
     pub fn policy_refused(&self, reason: &str) {
         self.policies_refused.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
+    }
+
+    pub fn shard_serves(&self, namespaces: usize) {
+        self.shard_namespaces.set(i64::try_from(namespaces).unwrap_or(i64::MAX));
     }
 
     pub fn leading(&self, acting: bool) {

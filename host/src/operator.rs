@@ -15,6 +15,8 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector;
@@ -24,9 +26,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::context::{Context, ContextSettings};
+use crate::crd::ReconcilePolicy;
 use crate::kubernetes::client;
 pub use crate::kubernetes::leader::Settings as LeaderSettings;
 use crate::kubernetes::leader::{self, Leadership};
+use crate::kubernetes::shard::{Change, Shard};
 use crate::metrics::Metrics;
 use crate::reconcile::controller::SHUTDOWN_GRACE;
 use crate::sandbox::{Limits, PolicyEngine};
@@ -39,6 +43,11 @@ pub struct Settings {
     pub policies: Vec<PathBuf>,
     /// Only this namespace, or all when `None`.
     pub namespace: Option<String>,
+    /// As one shard: only the namespaces whose labels match this selector.
+    pub namespace_selector: Option<String>,
+    /// This replica's name: in the Lease, and in the User-Agent of its requests, so
+    /// that audit logs tell replicas and shards apart.
+    pub identity: String,
     pub concurrency: u16,
     pub resync: Duration,
     pub metrics_addr: SocketAddr,
@@ -59,6 +68,8 @@ pub struct Operator {
     release: CancellationToken,
     /// Cancelled if this replica loses leadership.
     lost: CancellationToken,
+    /// The changes to a shard's namespaces.
+    selected: BoxStream<'static, Change>,
 }
 
 /// Everything that can fail because of the user's input fails here, before anything
@@ -77,7 +88,15 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         l.validate()?;
     }
     let metrics = Arc::new(Metrics::default());
-    let client = client::client(metrics.api_writes.clone()).await?;
+    let agent = format!("podset-host/{} ({})", env!("CARGO_PKG_VERSION"), settings.identity);
+    let client = client::client(metrics.api_writes.clone(), &agent).await?;
+    let (shard, selected) = match &settings.namespace_selector {
+        Some(selector) => {
+            let (shard, selected) = Shard::selected(&client, selector);
+            (shard, selected.boxed())
+        }
+        None => (Shard::all(), futures::stream::empty().boxed()),
+    };
     let (release, lost) = (CancellationToken::new(), CancellationToken::new());
     let leadership = match settings.leader.clone() {
         Some(l) => {
@@ -97,6 +116,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         concurrency: settings.concurrency,
         metrics,
         leadership,
+        shard,
     };
     let ctx = Context::new(client, engine, knobs, shutdown);
 
@@ -112,7 +132,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(Operator { ctx, listener, files: settings.policies, pending, release, lost })
+    Ok(Operator { ctx, listener, files: settings.policies, pending, release, lost, selected })
 }
 
 impl Operator {
@@ -123,7 +143,7 @@ impl Operator {
     /// Runs until the shutdown token given to [`build`] is cancelled, then stops
     /// gracefully.
     pub async fn run(self) -> anyhow::Result<()> {
-        let Operator { ctx, listener, files, pending, release, lost } = self;
+        let Operator { ctx, listener, files, pending, release, lost, selected } = self;
         let shutdown = ctx.shutdown.clone();
         ctx.kinds.sync(&ctx).await;
 
@@ -132,13 +152,25 @@ impl Operator {
         let rp_reader = rp_writer.as_reader();
         let rp_stream = sources::cluster::events(ctx.clone(), scoped(&ctx.client, ctx.namespace.as_deref()), rp_writer);
         let configmaps: Api<PartialObjectMeta<ConfigMap>> = scoped(&ctx.client, ctx.namespace.as_deref());
-        let policy_controller =
-            sources::cluster::run(ctx.clone(), rp_stream, rp_reader, configmaps, shutdown.clone().cancelled_owned());
+        let (rp_requeue, rp_requeued) = futures::channel::mpsc::unbounded();
+        let shard_watch = joined(ctx.clone(), selected, rp_reader.clone(), rp_requeue);
+        let policy_controller = sources::cluster::run(
+            ctx.clone(),
+            rp_stream,
+            rp_reader,
+            configmaps,
+            rp_requeued,
+            shutdown.clone().cancelled_owned(),
+        );
         let rp_synced = ctx.policy_cache.clone();
         let policy_controller =
             bounded("ReconcilePolicy controller", policy_controller, &shutdown, move || rp_synced.is_synced());
         let http = serve(listener, ctx.clone());
-        info!(namespace = ctx.namespace.as_deref().unwrap_or("<all>"), "podset-host started");
+        info!(
+            namespace = ctx.namespace.as_deref().unwrap_or("<all>"),
+            selector = ctx.shard.selector().unwrap_or("<none>"),
+            "podset-host started"
+        );
         let controllers = async {
             tokio::select! {
                 _ = shutdown.cancelled() => {}
@@ -157,13 +189,38 @@ impl Operator {
             file_watch.await;
             debug!("policy file watch stopped");
         };
-        let (_, _, http_result, _) = tokio::join!(controllers, policy_controller, http, file_watch);
+        let shard_watch = async {
+            tokio::select! {
+                _ = shard_watch => {}
+                _ = shutdown.cancelled() => {}
+            }
+        };
+        let (_, _, http_result, _, _) = tokio::join!(controllers, policy_controller, http, file_watch, shard_watch);
         http_result?;
         if lost.is_cancelled() {
             anyhow::bail!("lost the leader lease");
         }
         info!("stopped");
         Ok(())
+    }
+}
+
+/// Re-queues the parents and ReconcilePolicies of each namespace joining the shard:
+/// nothing else about them changed, so no watch event would bring them.
+async fn joined(
+    ctx: Arc<Context>,
+    mut changes: BoxStream<'static, Change>,
+    policies: reflector::Store<ReconcilePolicy>,
+    requeue: futures::channel::mpsc::UnboundedSender<reflector::ObjectRef<ReconcilePolicy>>,
+) {
+    while let Some(change) = changes.next().await {
+        ctx.metrics.shard_serves(change.served);
+        let Some(ns) = change.joined else { continue };
+        let parents = ctx.kinds.requeue_namespace(&ns);
+        for rp in policies.state().iter().filter(|rp| rp.metadata.namespace.as_deref() == Some(ns.as_str())) {
+            let _ = requeue.unbounded_send(reflector::ObjectRef::from_obj(rp.as_ref()));
+        }
+        info!(namespace = %ns, parents, "namespace joined this shard");
     }
 }
 

@@ -118,6 +118,7 @@ impl Rig {
             concurrency: 1,
             metrics: Arc::new(Metrics::default()),
             leadership: podset_host::kubernetes::leader::Leadership::alone(),
+            shard: podset_host::kubernetes::shard::Shard::all(),
         };
         let ctx = Context::new(client, engine, settings, CancellationToken::new());
         let resolved = Resolved { parent: podsets(), children: vec![pods()], related: Vec::new(), finalizer: None };

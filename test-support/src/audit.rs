@@ -20,6 +20,9 @@ pub const OPERATOR_USER: &str = "system:serviceaccount:podset-system:podset-host
 pub struct Entry {
     pub verb: String,
     pub user: User,
+    /// `podset-host/VERSION (IDENTITY)` for the operator's requests.
+    #[serde(default)]
+    pub user_agent: String,
     #[serde(default)]
     pub object_ref: ObjectRef,
     #[serde(default)]

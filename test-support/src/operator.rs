@@ -23,8 +23,8 @@ pub struct Operator {
     child: Child,
     pub port: u16,
     pub log: PathBuf,
-    /// How it was started, to start it again the same way.
-    namespace: String,
+    /// How it was started, to start it again the same way: `--namespace NS`, or a shard's selector.
+    scope: Vec<String>,
     policies: Vec<PathBuf>,
     kubeconfig: PathBuf,
     extra: Vec<String>,
@@ -68,20 +68,38 @@ impl Operator {
         kubeconfig: &std::path::Path,
         extra: &[&str],
     ) -> Operator {
+        Self::spawn_scoped(namespace, vec!["--namespace".into(), namespace.into()], policies, kubeconfig, extra)
+    }
+
+    /// One shard: the operator serving the namespaces whose labels match `selector`;
+    /// its log is named after `name`.
+    pub fn spawn_shard(
+        name: &str,
+        selector: &str,
+        policies: &[&std::path::Path],
+        kubeconfig: &std::path::Path,
+        extra: &[&str],
+    ) -> Operator {
+        Self::spawn_scoped(name, vec!["--namespace-selector".into(), selector.into()], policies, kubeconfig, extra)
+    }
+
+    fn spawn_scoped(
+        name: &str,
+        scope: Vec<String>,
+        policies: &[&std::path::Path],
+        kubeconfig: &std::path::Path,
+        extra: &[&str],
+    ) -> Operator {
         let port = free_port();
         let log_dir = std::env::temp_dir().join("podset-host-operator-logs");
         std::fs::create_dir_all(&log_dir).expect("log dir");
         // Named by port too: several replicas may serve one namespace.
-        let log = log_dir.join(format!("{namespace}-{port}.log"));
+        let log = log_dir.join(format!("{name}-{port}.log"));
         let _ = std::fs::remove_file(&log);
-        let spec = (
-            namespace.to_string(),
-            policies.iter().map(|p| p.to_path_buf()).collect::<Vec<_>>(),
-            kubeconfig.to_path_buf(),
-            extra.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-        );
-        let child = launch(&spec.0, &spec.1, &spec.2, &spec.3, port, &log);
-        Operator { child, port, log, namespace: spec.0, policies: spec.1, kubeconfig: spec.2, extra: spec.3 }
+        let policies: Vec<PathBuf> = policies.iter().map(|p| p.to_path_buf()).collect();
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let child = launch(&scope, &policies, kubeconfig, &extra, port, &log);
+        Operator { child, port, log, scope, policies, kubeconfig: kubeconfig.to_path_buf(), extra }
     }
 
     /// Starts the process again, as it was started (after [`Operator::kill`] or
@@ -89,7 +107,7 @@ impl Operator {
     pub fn respawn(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.child = launch(&self.namespace, &self.policies, &self.kubeconfig, &self.extra, self.port, &self.log);
+        self.child = launch(&self.scope, &self.policies, &self.kubeconfig, &self.extra, self.port, &self.log);
     }
 
     /// Waits until `/readyz` answers ok.
@@ -148,7 +166,7 @@ impl Drop for Operator {
 }
 
 fn launch(
-    namespace: &str,
+    scope: &[String],
     policies: &[PathBuf],
     kubeconfig: &std::path::Path,
     extra: &[String],
@@ -157,7 +175,9 @@ fn launch(
 ) -> Child {
     let out = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
     Command::new(operator_binary())
-        .args(["run", "--namespace", namespace, "--metrics-addr", &format!("127.0.0.1:{port}")])
+        .arg("run")
+        .args(scope)
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
         .args(policies.iter().flat_map(|p| [std::ffi::OsStr::new("--policy"), p.as_os_str()]))
         .args(extra)
         .env("KUBECONFIG", kubeconfig)

@@ -176,6 +176,12 @@ impl Kinds {
         n
     }
 
+    /// Re-queues every parent in `namespace`, of every kind; returns how many.
+    pub fn requeue_namespace(&self, namespace: &str) -> usize {
+        let kinds: Vec<GroupVersionKind> = self.running.lock().keys().cloned().collect();
+        kinds.iter().map(|gvk| self.requeue(gvk, |p| p.metadata.namespace.as_deref() == Some(namespace))).sum()
+    }
+
     /// The parent caches' health, for `/readyz`.
     pub fn health(&self) -> Vec<CacheHealth> {
         self.running.lock().values().map(|k| k.health.clone()).collect()

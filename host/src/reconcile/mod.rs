@@ -74,6 +74,10 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
     if !until(ctx, ctx.leadership.acting()).await {
         return Ok(Action::await_change());
     }
+    // Another shard's parent: its replicas act on it.
+    if !until(ctx, ctx.shard.synced()).await || !ctx.shard.serves(key.namespace.as_deref()) {
+        return Ok(Action::await_change());
+    }
     let Some(parent) = kind.parents.get(key) else { return Ok(Action::await_change()) };
     // A parent that names a ReconcilePolicy waits for the first list of them, so a
     // restart does not flag its policy as missing.

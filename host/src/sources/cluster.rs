@@ -105,6 +105,7 @@ pub async fn run(
     stream: impl futures::Stream<Item = Result<ReconcilePolicy, watcher::Error>> + Send + 'static,
     store: Store<ReconcilePolicy>,
     configmaps: Api<PartialObjectMeta<ConfigMap>>,
+    requeue: impl futures::Stream<Item = ObjectRef<ReconcilePolicy>> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let policies = store.clone();
@@ -124,6 +125,7 @@ pub async fn run(
                 .map(|rp| ObjectRef::from_obj(rp.as_ref()))
                 .collect::<Vec<_>>()
         })
+        .reconcile_on(requeue)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
@@ -137,6 +139,14 @@ pub async fn run(
 async fn reconcile(rp: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = key_of(&rp);
     let started = Instant::now();
+    // Another shard's policy: its replicas load it and report on it.
+    tokio::select! {
+        _ = ctx.shard.synced() => {}
+        _ = ctx.shutdown.cancelled() => return Ok(Action::await_change()),
+    }
+    if !ctx.shard.serves(rp.metadata.namespace.as_deref()) {
+        return Ok(Action::await_change());
+    }
     // A standby loads modules too, ready to take over; the Events and the status
     // written below are the leader's to write.
     let outcome = load(&rp, &ctx).await?;
