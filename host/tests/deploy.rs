@@ -1,7 +1,10 @@
 //! The operator deployed as users deploy it (`hack/deploy.sh`, what `make deploy` runs):
 //! its image imported into the real node, two replicas under the shipped ServiceAccount
 //! and RBAC, one Lease. The leader pod is deleted, forced and gracefully, and the
-//! standby takes over without a PodSet ever having more pods than asked for.
+//! standby takes over without a PodSet ever having more pods than asked for. Then the
+//! Deployment's image changes (a rollout) and its policy ConfigMap changes (a hot
+//! swap in the running pods), while a probe keeps changing a PodSet and times how
+//! long each change waits to be reconciled.
 //!
 //! Scoped to the test's namespace (WATCH_NAMESPACE), so the other tests' objects are
 //! left to their own operators.
@@ -155,6 +158,8 @@ async fn deployed_the_standby_pod_takes_over_when_the_leader_pod_is_deleted() {
         handovers.join(", ")
     );
 
+    rollout_and_policy_change(&client, &ns).await;
+
     // Not `undeploy`: it deletes the CRDs, under every other test.
     let (ok, out) = kubectl(&["delete", "deployment,poddisruptionbudget", "-n", SYSTEM, "podset-host", "--wait=true"]);
     assert!(ok, "removing the Deployment: {out}");
@@ -185,4 +190,137 @@ async fn pod_memory(pods: &Api<Pod>, name: &str) -> String {
         }
     }
     format!("no cgroup for {want}")
+}
+
+/// The Deployment's `LEASE_DURATION`: no PodSet may wait longer than that to be
+/// reconciled while the operator rolls.
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+
+/// A PodSet changed again and again (1 <-> 2 replicas on the simulated node), each
+/// change timed until its status shows it done, until stopped.
+struct Probe {
+    stop: tokio_util::sync::CancellationToken,
+    /// Each change: when it was made (since the probe started) and how long it waited.
+    task: tokio::task::JoinHandle<Vec<(Duration, Duration)>>,
+}
+
+impl Probe {
+    async fn start(client: &kube::Client, ns: &str, name: &'static str) -> Probe {
+        let podsets: Api<PodSet> = Api::namespaced(client.clone(), ns);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+        podsets.create(&PostParams::default(), &podset(name, 1)).await.expect("create the probe PodSet");
+        let stop = tokio_util::sync::CancellationToken::new();
+        let until = stop.clone();
+        let started = Instant::now();
+        let task = tokio::spawn(async move {
+            let mut waits = Vec::new();
+            let mut replicas = 1;
+            while !until.is_cancelled() {
+                replicas = 3 - replicas;
+                let t = Instant::now();
+                let patch = serde_json::json!({ "spec": { "replicas": replicas } });
+                podsets.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("scale the probe");
+                eventually("the probe PodSet to be reconciled", Duration::from_secs(120), || async {
+                    let st = podsets.get(name).await.ok()?.status?;
+                    (st.available_replicas == replicas && active_pods(&pods, name).await.len() == replicas as usize)
+                        .then_some(())
+                })
+                .await;
+                waits.push((t - started, t.elapsed()));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            waits
+        });
+        Probe { stop, task }
+    }
+
+    /// The longest wait, and how many changes were timed; prints the waits.
+    async fn stop(self) -> (Duration, usize) {
+        self.stop.cancel();
+        let waits = self.task.await.expect("the probe ran");
+        let timeline: Vec<String> = waits.iter().map(|(at, w)| format!("{:.1}s: {w:.1?}", at.as_secs_f64())).collect();
+        println!("probe (changed at: waited): {}", timeline.join(", "));
+        (waits.iter().map(|(_, w)| *w).max().unwrap_or_default(), waits.len())
+    }
+}
+
+/// Rolls the Deployment to another image, then changes its policy ConfigMap, with a
+/// [`Probe`] running through both.
+async fn rollout_and_policy_change(client: &kube::Client, ns: &str) {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM);
+    let names = || async {
+        operator_pods(&pods).await.into_iter().map(|(n, _)| n).collect::<std::collections::BTreeSet<String>>()
+    };
+    let before = names().await;
+
+    // The same image under a new reference: to Kubernetes, a new image to roll to.
+    let sock = common::cluster_env("CONTAINERD_SOCK").expect("the cluster's env names its CONTAINERD_SOCK");
+    let (from, to) = ("docker.io/library/podset-host:0.1.0", "docker.io/library/podset-host:0.1.0-rollout");
+    let out = Command::new("ctr")
+        .args(["--address", &sock, "--namespace", "k8s.io", "images", "tag", "--force", from, to])
+        .output()
+        .expect("ctr runs");
+    assert!(out.status.success(), "ctr images tag: {}", String::from_utf8_lossy(&out.stderr));
+
+    let probe = Probe::start(client, ns, "probe-rollout").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let t = Instant::now();
+    let (ok, out) = kubectl(&["set", "image", "-n", SYSTEM, "deployment/podset-host", &format!("podset-host={to}")]);
+    assert!(ok, "kubectl set image: {out}");
+    // Off the runtime's threads: the probe must go on while kubectl waits.
+    let status = ["rollout", "status", "-n", SYSTEM, "deployment/podset-host", "--timeout=180s"];
+    let (ok, out) = tokio::task::spawn_blocking(move || kubectl(&status)).await.expect("kubectl ran");
+    assert!(ok, "the rollout did not complete: {out}");
+    let rolled = t.elapsed();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), SYSTEM);
+    let ((leader, _), _) = leader_and_standby(&pods, &leases).await;
+    assert!(!before.contains(&leader), "a new pod leads after the rollout ({leader}; before: {before:?})");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (worst, changes) = probe.stop().await;
+    println!("image rollout: {rolled:?}; {changes} probe changes, the longest waited {worst:?}");
+    assert!(worst < LEASE_DURATION, "a PodSet waited {worst:?} to be reconciled during the rollout");
+
+    // The policy ConfigMap: the running pods swap the module in (the kubelet refreshes
+    // the volume, the file watch loads it); no pod restarts.
+    let serving = names().await;
+    let canary = common::policy_dir().join("fixtures/canary.wasm");
+    let canary = std::fs::read(&canary).expect("the canary policy (make test builds the fixtures)");
+    let digest = podset_host::sandbox::Digest::of(&canary).to_string();
+    let probe = Probe::start(client, ns, "probe-policy").await;
+    let t = Instant::now();
+    let cm = ConfigMap {
+        binary_data: Some([("podset.wasm".to_string(), k8s_openapi::ByteString(canary))].into()),
+        ..Default::default()
+    };
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM);
+    configmaps.patch("podset-policy", &PatchParams::default(), &Patch::Merge(&cm)).await.expect("patch the ConfigMap");
+    let podsets: Api<PodSet> = Api::namespaced(client.clone(), ns);
+    eventually("the PodSets to be decided by the new policy", Duration::from_secs(120), || async {
+        let ps = podsets.get("web").await.ok()?;
+        common::decided_by(&ps, &digest).then_some(())
+    })
+    .await;
+    let swapped = t.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (worst, changes) = probe.stop().await;
+    let after = names().await;
+    let deployment: Deployment = Api::namespaced(client.clone(), SYSTEM).get("podset-host").await.expect("Deployment");
+    let restarts: i32 = pods
+        .list(&ListParams::default().labels(SELECTOR))
+        .await
+        .expect("pods")
+        .items
+        .iter()
+        .flat_map(|p| p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()))
+        .map(|c| c.restart_count)
+        .sum();
+    println!(
+        "policy ConfigMap change: served by the new module {swapped:?} after the patch; {changes} probe changes, the longest waited {worst:?}"
+    );
+    assert_eq!(after, serving, "the same pods serve: a policy change is a hot swap, not a rollout");
+    assert_eq!(restarts, 0, "no operator container restarted");
+    assert!(deployment.status.and_then(|s| s.ready_replicas) == Some(2), "both replicas ready");
+    assert!(worst < LEASE_DURATION, "a PodSet waited {worst:?} to be reconciled during the policy change");
 }
