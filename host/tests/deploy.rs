@@ -160,9 +160,12 @@ async fn deployed_the_standby_pod_takes_over_when_the_leader_pod_is_deleted() {
 
     rollout_and_policy_change(&client, &ns).await;
 
-    // Not `undeploy`: it deletes the CRDs, under every other test.
+    // Not `undeploy`: it deletes the CRDs, under every other test. The ConfigMap goes
+    // too: this test changed it, and a later server-side apply would conflict.
     let (ok, out) = kubectl(&["delete", "deployment,poddisruptionbudget", "-n", SYSTEM, "podset-host", "--wait=true"]);
     assert!(ok, "removing the Deployment: {out}");
+    let (ok, out) = kubectl(&["delete", "configmap", "-n", SYSTEM, "podset-policy"]);
+    assert!(ok, "removing the policy ConfigMap: {out}");
     common::delete_namespace(&client, &ns).await;
 }
 
