@@ -44,6 +44,9 @@ const BACKOFF_BASE: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// How soon a parent whose named policy is still loading is looked at again.
 const LOADING_RETRY: Duration = Duration::from_secs(1);
+/// How soon to look again at a parent whose cached copy predates this operator's own
+/// last status write (the watch brings the write within milliseconds).
+const BEHIND_RETRY: Duration = Duration::from_millis(50);
 
 /// What a reconcile of one parent kind shares.
 pub struct KindContext {
@@ -104,6 +107,12 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
     }
     // The parent as it is now: the wait may have outlived the one this reconcile was for.
     let Some(parent) = kind.parents.get(key) else { return Ok(Action::await_change()) };
+    // Nor from a parent older than this operator's own last status write: a policy
+    // keeps its state there, and would redo a step from the state before it.
+    if ctx.written.is_behind(key, parent.metadata.resource_version.as_deref().unwrap_or_default()) {
+        tracing::debug!("the cache has not seen the last status write yet; deciding again shortly");
+        return Ok(Action::requeue(BEHIND_RETRY));
+    }
 
     let deleting = parent.metadata.deletion_timestamp.is_some();
     let finalizing = deleting && resolved.finalizer.as_ref().is_some_and(|f| parent.finalizers().contains(f));

@@ -67,14 +67,29 @@ fn conditions_of(status: &Value) -> Vec<Condition> {
     status.get("conditions").and_then(|c| serde_json::from_value(c.clone()).ok()).unwrap_or_default()
 }
 
-/// What this operator last wrote to each parent's status: the parent's
-/// resourceVersion after the write, and a hash of the status asked for.
+/// What this operator last wrote to each parent's status.
 #[derive(Default)]
-pub struct Written(Mutex<HashMap<ParentRef, (String, u64)>>);
+pub struct Written(Mutex<HashMap<ParentRef, Write>>);
+
+struct Write {
+    /// The parent's resourceVersion the write was decided from, and after it.
+    before: String,
+    after: String,
+    /// A hash of the status asked for.
+    hash: u64,
+}
 
 impl Written {
     pub fn forget(&self, parent: &ParentRef) {
         self.0.lock().remove(parent);
+    }
+
+    /// Whether the cache's `parent` (at `resource_version`) is still the one this
+    /// operator's last status write was decided from, the write not yet seen. The
+    /// status is a policy's memory (a state machine's phase): deciding from the older
+    /// one would repeat a step already taken.
+    pub fn is_behind(&self, parent: &ParentRef, resource_version: &str) -> bool {
+        self.0.lock().get(parent).is_some_and(|w| w.before == resource_version && w.after != w.before)
     }
 }
 
@@ -102,7 +117,7 @@ pub async fn write(
     }
     let hash = hash_of(&next);
     let rv = parent.resource_version().unwrap_or_default();
-    if written.0.lock().get(key).is_some_and(|(at, h)| *at == rv && *h == hash) {
+    if written.0.lock().get(key).is_some_and(|w| w.after == rv && w.hash == hash) {
         return Ok(Outcome::Unchanged);
     }
     // A merge patch of just the difference from what the cache holds, applied only if
@@ -114,7 +129,8 @@ pub async fn write(
     });
     match api.patch_status(&parent.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
         Ok(updated) => {
-            written.0.lock().insert(key.clone(), (updated.resource_version().unwrap_or_default(), hash));
+            let after = updated.resource_version().unwrap_or_default();
+            written.0.lock().insert(key.clone(), Write { before: rv, after, hash });
             Ok(Outcome::Written)
         }
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Conflict),
@@ -182,6 +198,21 @@ mod tests {
             }
             (_, p) => p.clone(),
         }
+    }
+
+    #[test]
+    fn a_parent_is_behind_only_while_the_cache_holds_the_version_a_write_was_decided_from() {
+        let ar = kube::api::ApiResource::erase::<crate::crd::PodSet>(&());
+        let key = ParentRef::from_obj_with(&parent(json!({})), ar);
+        let w = Written::default();
+        assert!(!w.is_behind(&key, "5"), "nothing written yet");
+        w.0.lock().insert(key.clone(), Write { before: "5".into(), after: "6".into(), hash: 0 });
+        assert!(w.is_behind(&key, "5"));
+        assert!(!w.is_behind(&key, "6"), "the write seen");
+        assert!(!w.is_behind(&key, "9"), "a later change seen");
+        // A write the server found nothing to change in left the version as it was.
+        w.0.lock().insert(key.clone(), Write { before: "9".into(), after: "9".into(), hash: 0 });
+        assert!(!w.is_behind(&key, "9"));
     }
 
     #[test]
