@@ -16,7 +16,7 @@ test: ## Build everything and run unit, policy and integration tests on a privat
 image: ## Build the operator's image as an OCI archive (target/images/podset-host.oci.tar); load it into the embedded node when one runs
 	@hack/images.sh $$([ -S .cluster/node/containerd.sock ] && echo --import .cluster/node/containerd.sock) podset-host
 
-policy: ## Build the default policy components: target/policy/{podset,memcached}.wasm
+policy: ## Build the default policy components: target/policy/{podset,memcached,netperf}.wasm
 	@hack/policy.sh
 
 policy-crate: ## Build one policy crate elsewhere: make policy-crate CRATE=path/to/guest-NAME
@@ -36,6 +36,7 @@ lint: ## cargo fmt --check and clippy -D warnings
 manifests: ## Regenerate manifests/crd/ from the Rust types (the host's and each policy's)
 	@cargo run -q -p podset-host -- crd > manifests/crd/podset-host.yaml
 	@cargo run -q -p guest-memcached --bin crdgen > manifests/crd/memcached.yaml
+	@cargo run -q -p guest-netperf --bin crdgen > manifests/crd/netperf.yaml
 
 install: ## Install the CRDs into the cluster of KUBECONFIG
 	kubectl apply --server-side -f manifests/crd/

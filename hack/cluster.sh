@@ -409,7 +409,7 @@ rules:
   - group: ""
     resources: [pods, pods/*]
   - group: app.example.com
-    resources: [podsets, podsets/*]
+    resources: [podsets, podsets/*, netperfs, netperfs/*]
   - group: apps
     resources: [deployments, replicasets]
   - group: cache.example.com

@@ -40,6 +40,7 @@ render() {
   local pdb_api=policy/v1
   kubectl api-versions 2>/dev/null | grep -qx policy/v1 || pdb_api=policy/v1beta1
   [ -f manifests/policy/podset.wasm ] && [ -f manifests/policy/memcached.wasm ] \
+    && [ -f manifests/policy/netperf.wasm ] \
     || die "manifests/policy/ has no policy modules: run hack/deploy.sh deploy (it builds them)"
   kubectl kustomize manifests/ | python3 -c '
 import sys
@@ -69,7 +70,7 @@ print("\n".join(out))
 policies() {
   hack/policy.sh >/dev/null
   mkdir -p manifests/policy
-  cp target/policy/podset.wasm target/policy/memcached.wasm manifests/policy/
+  cp target/policy/podset.wasm target/policy/memcached.wasm target/policy/netperf.wasm manifests/policy/
 }
 
 case "${1:-}" in

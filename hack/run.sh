@@ -23,4 +23,5 @@ else
 fi
 
 kubectl apply --server-side --force-conflicts -f manifests/crd/
-exec target/debug/podset-host run --policy target/policy/podset.wasm --policy target/policy/memcached.wasm "$@"
+exec target/debug/podset-host run --policy target/policy/podset.wasm --policy target/policy/memcached.wasm \
+  --policy target/policy/netperf.wasm "$@"
