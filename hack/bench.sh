@@ -18,7 +18,8 @@ target/release/podset-host policy bench target/policy/podset.wasm --budget "${BE
 export CLUSTER_DIR="$ROOT/.cluster-bench"
 trap 'hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
 hack/cluster.sh down >/dev/null 2>&1 || true
-hack/cluster.sh up >/dev/null || die "the benchmark control plane did not start"
+# The benchmarks run on the simulated node only: no real node to start.
+REAL_NODE=0 hack/cluster.sh up >/dev/null || die "the benchmark control plane did not start"
 export PODSET_TEST_KUBECONFIG="$CLUSTER_DIR/kubeconfig" PODSET_POLICY_DIR="$ROOT/target/policy"
 # The operator the benchmark runs: the release build.
 export PODSET_HOST_BIN="$ROOT/target/release/podset-host"

@@ -11,7 +11,9 @@
 #   hack/cluster.sh up       start it (a no-op if it is already up and healthy)
 #   hack/cluster.sh status   what runs, what crashed (with log tails); non-zero unless fully up
 #   hack/cluster.sh down     stop exactly the processes it started and remove the state dir
-#   hack/cluster.sh restart COMPONENT [TERM|KILL]
+#   hack/cluster.sh restart COMPONENT [TERM|KILL] [--flag=value ...]
+#                  (the flags replace or add to the component's; the benchmarks set the
+#                  controller manager's client rate this way)
 #                            stop a component with the signal and start it again with the same
 #                            command line (recorded at `up` in $CLUSTER_DIR/args/COMPONENT, one
 #                            argument per line: tests also start variants from it)
@@ -536,11 +538,17 @@ $left"
 # command line it was started with (args/NAME). For fault tests: an API server or etcd
 # restarted under a running operator.
 cmd_restart() {
-  local name=${1:-} signal=${2:-TERM} args=()
+  local name=${1:-} signal=${2:-TERM} args=() flag kept
   [ -f "$MARKER" ] || die "no cluster in $CLUSTER_DIR"
-  [ -n "$name" ] && [ -f "$CLUSTER_DIR/args/$name" ] || die "usage: $0 restart COMPONENT [TERM|KILL]; components: $(components | tr '\n' ' ')"
+  [ -n "$name" ] && [ -f "$CLUSTER_DIR/args/$name" ] || die "usage: $0 restart COMPONENT [TERM|KILL] [--flag=value ...]; components: $(components | tr '\n' ' ')"
   case "$signal" in TERM | KILL) ;; *) die "signal must be TERM or KILL, not $signal" ;; esac
   mapfile -t args <"$CLUSTER_DIR/args/$name"
+  for flag in "${@:3}"; do
+    [[ $flag == --*=* ]] || die "restart flags are --name=value, not $flag"
+    kept=()
+    for a in "${args[@]}"; do [[ $a == "${flag%%=*}="* ]] || kept+=("$a"); done
+    args=("${kept[@]}" "$flag")
+  done
   stop "$name" "$signal"
   wait_ports_free "${args[@]}"
   start "$name" "${args[@]}"
@@ -608,7 +616,7 @@ case "${1:-}" in
   status) cmd_status ;;
   restart) cmd_restart "${@:2}" ;;
   *)
-    echo "usage: $0 up|down|status|restart COMPONENT [TERM|KILL]   (state dir: CLUSTER_DIR=${CLUSTER_DIR})" >&2
+    echo "usage: $0 up|down|status|restart COMPONENT [TERM|KILL] [--flag=value ...]   (state dir: CLUSTER_DIR=${CLUSTER_DIR})" >&2
     exit 2
     ;;
 esac

@@ -61,6 +61,15 @@ log "unit and integration tests"
 tests=0
 cargo test --workspace --no-fail-fast 2>&1 | tee -a "$results" || tests=$?
 
+# Every benchmark once, small, with the debug builds: they must keep running (their
+# figures mean nothing here; `make bench` measures).
+log "benchmarks, smoke run (BENCH_QUICK=1)"
+bench=0
+{
+  target/debug/podset-host policy bench target/policy/podset.wasm --budget 50ms \
+    && BENCH_QUICK=1 cargo test -q -p podset-host --bench operator
+} 2>&1 | tee -a "$results" || bench=$?
+
 # Alone and last: it restarts the test cluster's API server and etcd under the operator.
 log "fault suite (FAULT_RUNS=${FAULT_RUNS:-20} random kills${FAULT_SEED:+, FAULT_SEED=$FAULT_SEED})"
 faults=0
@@ -77,5 +86,6 @@ hack/cluster.sh down || down=$?
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      /^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 }
      END { printf "total: %d passed, %d failed\n", p, f }' "$results"
-[ "$scenarios" = 0 ] && [ "$scaffold" = 0 ] && [ "$tests" = 0 ] && [ "$faults" = 0 ] && [ "$images" = 0 ] || die "tests failed"
+[ "$scenarios" = 0 ] && [ "$scaffold" = 0 ] && [ "$tests" = 0 ] && [ "$faults" = 0 ] && [ "$images" = 0 ] \
+  && [ "$bench" = 0 ] || die "tests failed"
 [ "$down" = 0 ] || die "cluster-down left something behind (see above)"

@@ -1,102 +1,599 @@
-//! `make bench`: the operator (release build) on a private control plane. Prints a
-//! table: convergence time for many PodSets, a policy swap across all of them, and the
-//! operator's memory. Measurements only; nothing here asserts a speed.
+//! `make bench`: the operator (release build) beside its peer, on a private control
+//! plane with the simulated node. Measurements only; nothing here asserts a speed.
+//!
+//! - **Peer**: N PodSets × R replicas against N ReplicaSets × R of the same pod
+//!   template, reconciled by kube-controller-manager's own ReplicaSet controller,
+//!   in alternating rounds; time to converge (all, and p50/p99 per object), the
+//!   writes the API server counted (`apiserver_request_total`, not our metrics),
+//!   scale to 1 and back. The controller manager runs with a client rate high
+//!   enough not to be what is measured, and once more at its default.
+//! - **Hot swap** across the PodSets of the last round.
+//! - **Scale**: many PodSets with three policies loaded: time, memory, the writes
+//!   and CPU of a resync with nothing to do, memory per extra policy.
+//!
+//! `BENCH_QUICK=1` runs every group small and once (`make test` does, so that they
+//! cannot rot); it checks that they run, not how fast.
 
 use podset_test_support as common;
 
+use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, PostParams};
-use podset_host::crd::PodSet;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
 use podset_host::sandbox::Digest;
+use serde_json::json;
 
-const PODSETS: usize = 50;
-const REPLICAS: i32 = 3;
-const T: Duration = Duration::from_secs(300);
+const T: Duration = Duration::from_secs(600);
 
-/// Resident memory of `pid` from /proc: (current, peak) in MiB.
-fn memory(pid: u32) -> (f64, f64) {
+/// The sizes of one run of the benchmark.
+struct Sizes {
+    objects: usize,
+    replicas: i32,
+    rounds: usize,
+    scale_objects: usize,
+    resync: Duration,
+}
+
+impl Sizes {
+    fn from_env() -> (Sizes, bool) {
+        let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
+        let sizes = if quick {
+            Sizes { objects: 10, replicas: 2, rounds: 1, scale_objects: 20, resync: Duration::from_secs(5) }
+        } else {
+            Sizes { objects: 200, replicas: 5, rounds: 3, scale_objects: 1000, resync: Duration::from_secs(30) }
+        };
+        (sizes, quick)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Peer {
+    ReplicaSet,
+    PodSet,
+}
+
+impl Peer {
+    fn resource(self) -> ApiResource {
+        match self {
+            Peer::ReplicaSet => ApiResource::from_gvk(&GroupVersionKind::gvk("apps", "v1", "ReplicaSet")),
+            Peer::PodSet => ApiResource::from_gvk(&GroupVersionKind::gvk("app.example.com", "v1alpha1", "PodSet")),
+        }
+    }
+
+    /// The object, with the pod template every peer runs (on the simulated node).
+    fn object(self, name: &str, replicas: i32) -> DynamicObject {
+        let ps = common::podset(name, replicas);
+        let mut template = serde_json::to_value(ps.spec.template).expect("template");
+        let value = match self {
+            Peer::PodSet => json!({
+                "apiVersion": "app.example.com/v1alpha1", "kind": "PodSet",
+                "metadata": { "name": name },
+                "spec": { "replicas": replicas, "template": template }
+            }),
+            Peer::ReplicaSet => {
+                template["metadata"]["labels"]["bench-rs"] = json!(name);
+                json!({
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "metadata": { "name": name },
+                    "spec": { "replicas": replicas, "selector": { "matchLabels": { "bench-rs": name } }, "template": template }
+                })
+            }
+        };
+        serde_json::from_value(value).expect("object")
+    }
+
+    /// Whether `o`'s status says it has exactly `replicas`, all available, for its
+    /// current spec.
+    fn settled(self, o: &DynamicObject, replicas: i64) -> bool {
+        let st = &o.data["status"];
+        let current = st["observedGeneration"].as_i64() == o.metadata.generation;
+        let count = match self {
+            Peer::ReplicaSet => st["replicas"].as_i64(),
+            Peer::PodSet => st["podNames"].as_array().map(|a| a.len() as i64),
+        };
+        current && count == Some(replicas) && st["availableReplicas"].as_i64() == Some(replicas)
+    }
+
+    /// The resources whose writes are the controller's own (not the scheduler's
+    /// bindings, not the node's pod status).
+    fn writes(self) -> [(&'static str, &'static str); 4] {
+        let parent = match self {
+            Peer::ReplicaSet => "replicasets",
+            Peer::PodSet => "podsets",
+        };
+        [("pods", ""), (parent, ""), (parent, "status"), ("events", "")]
+    }
+}
+
+/// The API server's own count of write requests, by (resource, subresource).
+async fn apiserver_writes(client: &Client) -> HashMap<(String, String), f64> {
+    let req = http::Request::get("/metrics").body(Vec::new()).expect("request");
+    let text = client.request_text(req).await.expect("the API server's /metrics");
+    let mut out = HashMap::new();
+    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let Some((labels, value)) = line.rsplit_once(' ') else { continue };
+        let label = |k: &str| {
+            let from = labels.find(&format!("{k}=\""))? + k.len() + 2;
+            Some(labels[from..].split('"').next()?.to_string())
+        };
+        let verb = label("verb").unwrap_or_default();
+        if !matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "DELETE" | "DELETECOLLECTION") {
+            continue;
+        }
+        let key = (label("resource").unwrap_or_default(), label("subresource").unwrap_or_default());
+        *out.entry(key).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
+    }
+    out
+}
+
+fn controller_writes(
+    peer: Peer,
+    before: &HashMap<(String, String), f64>,
+    after: &HashMap<(String, String), f64>,
+) -> f64 {
+    peer.writes()
+        .iter()
+        .map(|(r, s)| {
+            let k = (r.to_string(), s.to_string());
+            after.get(&k).unwrap_or(&0.0) - before.get(&k).unwrap_or(&0.0)
+        })
+        .sum()
+}
+
+/// One peer's round: create, converge, scale to 1, back up.
+struct Round {
+    converge: Duration,
+    per_object: Vec<Duration>,
+    writes_per_object: f64,
+    down: Duration,
+    up: Duration,
+}
+
+/// Waits until every object in `api` is settled at `replicas`; each one's time from `since`.
+async fn settle(peer: Peer, api: &Api<DynamicObject>, n: usize, replicas: i64, since: Instant) -> Vec<Duration> {
+    let mut done: HashMap<String, Duration> = HashMap::new();
+    let deadline = since + T;
+    while done.len() < n {
+        assert!(Instant::now() < deadline, "{peer:?}: {} of {n} settled at {replicas} after {T:?}", done.len());
+        if let Ok(list) = api.list(&Default::default()).await {
+            let at = since.elapsed();
+            for o in list.items.iter().filter(|o| peer.settled(o, replicas)) {
+                done.entry(o.name_any()).or_insert(at);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut times: Vec<Duration> = done.into_values().collect();
+    times.sort();
+    times
+}
+
+async fn create_all(api: &Api<DynamicObject>, peer: Peer, names: &[String], replicas: i32) {
+    let objects: Vec<DynamicObject> = names.iter().map(|n| peer.object(n, replicas)).collect();
+    let params = PostParams::default();
+    for r in join_all(objects.iter().map(|o| api.create(&params, o))).await {
+        r.expect("create");
+    }
+}
+
+async fn scale_all(api: &Api<DynamicObject>, names: &[String], replicas: i32) {
+    let patch = json!({ "spec": { "replicas": replicas } });
+    let params = PatchParams::default();
+    let merge = Patch::Merge(&patch);
+    for r in join_all(names.iter().map(|n| api.patch(n, &params, &merge))).await {
+        r.expect("scale");
+    }
+}
+
+async fn round(client: &Client, peer: Peer, ns: &str, s: &Sizes) -> Round {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &peer.resource());
+    let names: Vec<String> = (0..s.objects).map(|i| format!("b-{i:04}")).collect();
+    let before = apiserver_writes(client).await;
+    let started = Instant::now();
+    create_all(&api, peer, &names, s.replicas).await;
+    let per_object = settle(peer, &api, s.objects, i64::from(s.replicas), started).await;
+    let converge = started.elapsed();
+    // Writes that trail the last status (a late condition, an Event) count too.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let writes = controller_writes(peer, &before, &apiserver_writes(client).await);
+
+    let t = Instant::now();
+    scale_all(&api, &names, 1).await;
+    settle(peer, &api, s.objects, 1, t).await;
+    let down = t.elapsed();
+    let t = Instant::now();
+    scale_all(&api, &names, s.replicas).await;
+    settle(peer, &api, s.objects, i64::from(s.replicas), t).await;
+    let up = t.elapsed();
+    Round { converge, per_object, writes_per_object: writes / s.objects as f64, down, up }
+}
+
+/// A fresh namespace of this benchmark (the operator serves namespaces labelled so).
+async fn bench_namespace(client: &Client, prefix: &str, label: &str) -> String {
+    let ns = common::namespace(client, prefix).await;
+    let (ok, out) = common::kubectl(&["label", "namespace", &ns, label]);
+    assert!(ok, "{out}");
+    ns
+}
+
+/// Deletes `ns` and waits until it is gone, so the next round starts on a quiet cluster.
+async fn drop_namespace(client: &Client, ns: &str) {
+    common::delete_namespace(client, ns).await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    common::eventually(&format!("namespace {ns} to be gone"), T, || async {
+        namespaces.get_opt(ns).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+fn kcm_rate(qps: u32, burst: u32) {
+    let out = std::process::Command::new(common::workspace().join("hack/cluster.sh"))
+        .args(["restart", "kube-controller-manager", "TERM"])
+        .arg(format!("--kube-api-qps={qps}"))
+        .arg(format!("--kube-api-burst={burst}"))
+        .env("CLUSTER_DIR", common::cluster_dir())
+        .output()
+        .expect("hack/cluster.sh runs");
+    assert!(out.status.success(), "restarting the controller manager: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted.get(i).copied().unwrap_or_default()
+}
+
+/// Resident memory of `pid` from /proc, in MiB.
+fn rss(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kib = |key: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+/// CPU seconds `pid` has used (user + system).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) end with ')'.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat; `rest` starts at field 3.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// A table: peer, ours, ratio, goal, pass/fail.
+struct Table {
+    title: String,
+    rows: Vec<[String; 6]>,
+}
+
+impl Table {
+    fn new(title: &str) -> Table {
+        Table { title: title.into(), rows: Vec::new() }
+    }
+
+    /// A row comparing `ours` with `peer` (lower is better), with the goal a ratio.
+    fn ratio(&mut self, what: &str, peer: f64, ours: f64, unit: &str, goal: Option<f64>) {
+        let ratio = if peer > 0.0 { ours / peer } else { f64::NAN };
+        let (goal_s, verdict) = match goal {
+            Some(g) => (format!("≤ {g:.2}×"), if ratio <= g { "pass" } else { "miss" }.to_string()),
+            None => ("—".into(), "—".into()),
+        };
+        self.rows.push([what.into(), fmt(peer, unit), fmt(ours, unit), format!("{ratio:.2}×"), goal_s, verdict]);
+    }
+
+    /// A row of ours alone, against an absolute goal (lower is better).
+    fn alone(&mut self, what: &str, ours: f64, unit: &str, goal: Option<f64>) {
+        let (goal_s, verdict) = match goal {
+            Some(g) => (format!("≤ {}", fmt(g, unit)), if ours <= g { "pass" } else { "miss" }.to_string()),
+            None => ("—".into(), "—".into()),
+        };
+        self.rows.push([what.into(), "—".into(), fmt(ours, unit), "—".into(), goal_s, verdict]);
+    }
+
+    fn markdown(&self, peer: &str) -> String {
+        let mut out =
+            format!("### {}\n\n| | {peer} | ours | ratio | goal | |\n|---|---:|---:|---:|---:|---|\n", self.title);
+        for r in &self.rows {
+            let _ = writeln!(out, "| {} | {} | {} | {} | {} | {} |", r[0], r[1], r[2], r[3], r[4], r[5]);
+        }
+        out
+    }
+}
+
+fn fmt(v: f64, unit: &str) -> String {
+    match unit {
+        "s" => format!("{v:.2} s"),
+        "ms" => format!("{:.0} ms", v * 1000.0),
+        "MiB" => format!("{v:.1} MiB"),
+        "µs" => format!("{v:.0} µs"),
+        "" => format!("{v:.1}"),
+        u => format!("{v:.2} {u}"),
+    }
+}
+
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    format!("{cores} cores, {}", model.unwrap_or_else(|| "unknown CPU".into()))
 }
 
 #[tokio::main]
 async fn main() {
+    let (s, quick) = Sizes::from_env();
     let client = common::client().await;
-    let ns = common::namespace(&client, "bench").await;
+    let run_label = format!("podset.dev/bench={}", std::process::id());
     let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("policy.wasm");
+    let file = dir.path().join("podset.wasm");
     let (good, canary) = (common::read_policy("podset.wasm"), common::read_policy("fixtures/canary.wasm"));
     std::fs::write(&file, &good).expect("policy file");
-    let op = common::Operator::start(&ns, &file).await;
-    let (idle_rss, _) = memory(op.pid());
-    let podsets: Api<PodSet> = Api::namespaced(client.clone(), &ns);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let mut rows: Vec<(String, String)> = Vec::new();
+    let op = common::Operator::spawn_shard("bench", &run_label, &[&file], &common::kubeconfig_path(), &[]);
+    op.ready().await;
+    let idle_rss = rss(op.pid());
 
-    let started = Instant::now();
-    for r in join_all((0..PODSETS).map(|i| {
-        let podsets = podsets.clone();
-        let ps = common::podset(&format!("bench-{i:03}"), REPLICAS);
-        async move { podsets.create(&PostParams::default(), &ps).await }
-    }))
-    .await
-    {
-        r.expect("create PodSet");
+    // Peer: alternating rounds, the controller manager's client rate out of the way.
+    kcm_rate(1000, 1000);
+    let mut rounds: HashMap<&str, Vec<Round>> = HashMap::new();
+    let mut swap = None;
+    let mut busy_rss = 0.0;
+    for r in 0..s.rounds {
+        let order = if r % 2 == 0 { [Peer::ReplicaSet, Peer::PodSet] } else { [Peer::PodSet, Peer::ReplicaSet] };
+        for peer in order {
+            let ns = bench_namespace(&client, "bench", &run_label).await;
+            let result = round(&client, peer, &ns, &s).await;
+            eprintln!(
+                "round {} {peer:?}: converged {:.2?}, {:.1} writes/object, 5→1 {:.2?}, 1→5 {:.2?}",
+                r + 1,
+                result.converge,
+                result.writes_per_object,
+                result.down,
+                result.up
+            );
+            if peer == Peer::PodSet {
+                busy_rss = f64::max(busy_rss, rss(op.pid()));
+                if r + 1 == s.rounds {
+                    swap = Some(hot_swap(&client, &ns, &file, &good, &canary, s.objects, s.replicas).await);
+                }
+            }
+            rounds.entry(if peer == Peer::PodSet { "ours" } else { "peer" }).or_default().push(result);
+            drop_namespace(&client, &ns).await;
+        }
     }
-    let d_good = Digest::of(&good).to_string();
-    common::eventually("all PodSets converged", T, || common::all_decided_by(&podsets, PODSETS, &d_good, REPLICAS))
-        .await;
-    let converge = started.elapsed();
-    let total_pods = pods.list(&ListParams::default()).await.expect("pods").items.len();
-    rows.push((
-        format!("{PODSETS} PodSets × {REPLICAS} replicas: created → all ready, status written"),
-        format!("{converge:.2?}"),
-    ));
-    rows.push(("pods created".into(), total_pods.to_string()));
+    // The same, once, at the controller manager's default client rate (20 QPS, burst 30).
+    kcm_rate(20, 30);
+    let ns = bench_namespace(&client, "bench", &run_label).await;
+    let default_rate = round(&client, Peer::ReplicaSet, &ns, &s).await;
+    drop_namespace(&client, &ns).await;
+    kcm_rate(1000, 1000);
 
-    let d_canary = Digest::of(&canary).to_string();
-    let swap_started = Instant::now();
-    let tmp = file.with_extension("tmp");
-    std::fs::write(&tmp, &canary).expect("write");
-    std::fs::rename(&tmp, &file).expect("rename");
-    common::eventually("all PodSets re-decided", T, || common::all_decided_by(&podsets, PODSETS, &d_canary, REPLICAS))
-        .await;
-    rows.push((
-        format!("policy file swap → all {PODSETS} PodSets report the new digest"),
-        format!("{:.2?}", swap_started.elapsed()),
+    let (peer, ours) = (&rounds["peer"], &rounds["ours"]);
+    let med = |rs: &[Round], f: &dyn Fn(&Round) -> f64| {
+        let mut v: Vec<f64> = rs.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let secs = |d: Duration| d.as_secs_f64();
+    let mut t1 = Table::new(&format!(
+        "PodSet vs the ReplicaSet controller: {} objects × {} replicas, {} alternating rounds (medians)",
+        s.objects, s.replicas, s.rounds
     ));
+    t1.ratio(
+        "time until every object reports all replicas available",
+        med(peer, &|r| secs(r.converge)),
+        med(ours, &|r| secs(r.converge)),
+        "s",
+        Some(1.0),
+    );
+    t1.ratio(
+        "per object, p50",
+        med(peer, &|r| secs(percentile(&r.per_object, 0.5))),
+        med(ours, &|r| secs(percentile(&r.per_object, 0.5))),
+        "s",
+        None,
+    );
+    t1.ratio(
+        "per object, p99",
+        med(peer, &|r| secs(percentile(&r.per_object, 0.99))),
+        med(ours, &|r| secs(percentile(&r.per_object, 0.99))),
+        "s",
+        None,
+    );
+    t1.ratio(
+        "API writes per object (apiserver_request_total)",
+        med(peer, &|r| r.writes_per_object),
+        med(ours, &|r| r.writes_per_object),
+        "",
+        Some(1.0),
+    );
+    t1.ratio(
+        &format!("scale {} → 1, all objects", s.replicas),
+        med(peer, &|r| secs(r.down)),
+        med(ours, &|r| secs(r.down)),
+        "s",
+        Some(1.0),
+    );
+    t1.ratio(
+        &format!("scale 1 → {}, all objects", s.replicas),
+        med(peer, &|r| secs(r.up)),
+        med(ours, &|r| secs(r.up)),
+        "s",
+        Some(1.0),
+    );
+    t1.ratio(
+        "converge, against the controller manager at its default 20 QPS",
+        secs(default_rate.converge),
+        med(ours, &|r| secs(r.converge)),
+        "s",
+        None,
+    );
+    t1.ratio(
+        "writes per object, against it at 20 QPS",
+        default_rate.writes_per_object,
+        med(ours, &|r| r.writes_per_object),
+        "",
+        None,
+    );
 
+    let mut t2 = Table::new(&format!("The operator at {} PodSets", s.objects));
+    if let Some(swap) = swap {
+        t2.alone(
+            &format!("hot swap: policy file replaced → all {} report the new digest", s.objects),
+            secs(swap),
+            "ms",
+            Some(1.0),
+        );
+    }
+    // The decision inside the busy operator against the same module alone, same pod count.
     let metrics = op.metrics().await;
-    let sum = common::sum_metric(&metrics, "podset_policy_decision_duration_seconds_sum", "");
-    let count = common::sum_metric(&metrics, "podset_policy_decision_duration_seconds_count", "");
-    let reconciles = common::sum_metric(&metrics, "podset_reconciles_total", "");
-    let writes = common::sum_metric(&metrics, "podset_api_writes_total", "");
-    rows.push(("reconciles".into(), format!("{reconciles}")));
-    rows.push(("API writes (pods, status, events)".into(), format!("{writes}")));
-    rows.push(("mean policy decision (fresh instance + call)".into(), format!("{:.1} µs", sum / count.max(1.0) * 1e6)));
-    let (rss, peak) = memory(op.pid());
-    rows.push((
-        "operator RSS: idle → after the run (peak)".into(),
-        format!("{idle_rss:.1} → {rss:.1} MiB ({peak:.1} MiB)"),
-    ));
+    let sum = common::sum_metric(&metrics, "podset_policy_decision_duration_seconds_sum", r#"children="1-9""#);
+    let count = common::sum_metric(&metrics, "podset_policy_decision_duration_seconds_count", r#"children="1-9""#);
+    let isolated = isolated_decision(&good, s.replicas as usize);
+    t2.ratio(
+        &format!(
+            "mean policy decision with {} pods: alone (policy bench, p50) vs inside the operator (mean)",
+            s.replicas
+        ),
+        isolated.as_secs_f64() * 1e6,
+        sum / count.max(1.0) * 1e6,
+        "µs",
+        None,
+    );
+    t2.alone("operator RSS, idle", idle_rss, "MiB", None);
+    t2.alone(
+        &format!("operator RSS, {} × {} converged (peak of the rounds)", s.objects, s.replicas),
+        busy_rss,
+        "MiB",
+        None,
+    );
+    drop(op);
 
-    let title = "operator (release build, embedded control plane)";
-    let width = rows.iter().map(|(k, _)| k.chars().count()).chain([title.len()]).max().unwrap_or(0);
-    let vw = rows.iter().map(|(_, v)| v.chars().count()).max().unwrap_or(0);
-    println!("\n| {title:<width$} | {:>vw$} |", "");
-    println!("|{}|{}:|", "-".repeat(width + 2), "-".repeat(vw + 1));
-    for (k, v) in rows {
-        println!("| {k:<width$} | {v:>vw$} |");
+    let t3 = scale(&client, &s, &run_label).await;
+
+    let mut md = format!(
+        "# Benchmarks\n\n`make bench`{} on {}, {}. Embedded control plane (Kubernetes 1.20.2), simulated node (pods ready 1 s after they start), operator `{}`.\n\n",
+        if quick { " (BENCH_QUICK=1: a smoke run, sizes not meaningful)" } else { "" },
+        machine(),
+        date(),
+        common::operator_binary().display()
+    );
+    md += &t1.markdown("ReplicaSet controller");
+    md += "\n";
+    md += &t2.markdown("reference");
+    md += "\n";
+    md += &t3.markdown("reference");
+    println!("\n{md}");
+    if !quick {
+        let path = common::workspace().join("bench/results/latest.md");
+        std::fs::create_dir_all(path.parent().expect("dir")).expect("bench/results");
+        std::fs::write(&path, &md).expect("write bench/results/latest.md");
+        eprintln!("written to {}", path.display());
     }
-    common::delete_namespace(&client, &ns).await;
+}
+
+/// Time until all `n` PodSets report the canary's digest after the policy file is
+/// replaced (as a build or a ConfigMap volume replaces it: write aside, rename).
+async fn hot_swap(
+    client: &Client,
+    ns: &str,
+    file: &std::path::Path,
+    good: &[u8],
+    canary: &[u8],
+    n: usize,
+    replicas: i32,
+) -> Duration {
+    let podsets = Api::namespaced(client.clone(), ns);
+    let first = Digest::of(good).to_string();
+    common::eventually("all PodSets decided by the first policy", T, || {
+        common::all_decided_by(&podsets, n, &first, replicas)
+    })
+    .await;
+    let digest = Digest::of(canary).to_string();
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, canary).expect("write");
+    let started = Instant::now();
+    std::fs::rename(&tmp, file).expect("rename");
+    common::eventually("all PodSets re-decided", T, || common::all_decided_by(&podsets, n, &digest, replicas)).await;
+    let took = started.elapsed();
+    // Back to the first policy for what follows.
+    std::fs::write(&tmp, good).expect("write");
+    std::fs::rename(&tmp, file).expect("rename");
+    took
+}
+
+/// Many PodSets with three policies loaded: time to converge, memory, a resync with
+/// nothing to do (writes and CPU), and the memory an extra loaded policy costs.
+async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
+    let policies: Vec<std::path::PathBuf> =
+        ["podset.wasm", "memcached.wasm", "netperf.wasm"].iter().map(|p| common::policy_dir().join(p)).collect();
+    let all: Vec<&std::path::Path> = policies.iter().map(|p| p.as_path()).collect();
+    let resync = format!("{}s", s.resync.as_secs());
+
+    // Idle, with one policy and with three: what an extra loaded policy costs.
+    let mut idle = Vec::new();
+    for loaded in [&all[..1], &all[..]] {
+        let op = common::Operator::spawn_shard("bench-idle", label, loaded, &common::kubeconfig_path(), &[]);
+        op.ready().await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        idle.push(rss(op.pid()));
+    }
+    let per_policy = (idle[1] - idle[0]) / 2.0;
+
+    let op =
+        common::Operator::spawn_shard("bench-scale", label, &all, &common::kubeconfig_path(), &["--resync", &resync]);
+    op.ready().await;
+    let ns = bench_namespace(client, "bench-scale", label).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &Peer::PodSet.resource());
+    let started = Instant::now();
+    let names: Vec<String> = (0..s.scale_objects).map(|i| format!("s-{i:04}")).collect();
+    for chunk in names.chunks(200) {
+        create_all(&api, Peer::PodSet, chunk, s.replicas).await;
+    }
+    settle(Peer::PodSet, &api, s.scale_objects, i64::from(s.replicas), started).await;
+    let converge = started.elapsed();
+    let busy = rss(op.pid());
+
+    // A resync with nothing to do: every PodSet reconciled again, no write.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let writes_before = common::cluster_writes(&op.metrics().await);
+    let reconciles_before = op.sum("podset_reconciles_total", "").await;
+    let cpu_before = cpu_seconds(op.pid());
+    tokio::time::sleep(s.resync + Duration::from_secs(5)).await;
+    let writes = common::cluster_writes(&op.metrics().await) - writes_before;
+    let reconciled = op.sum("podset_reconciles_total", "").await - reconciles_before;
+    let cpu = cpu_seconds(op.pid()) - cpu_before;
+    drop(op);
+    drop_namespace(client, &ns).await;
+
+    let mut t = Table::new(&format!("Scale: {} PodSets × {} replicas, 3 policies loaded", s.scale_objects, s.replicas));
+    t.alone("time until every PodSet reports all replicas available", converge.as_secs_f64(), "s", None);
+    t.alone("operator RSS, converged", busy, "MiB", Some(60.0));
+    t.alone("RSS per extra loaded policy (idle, 3 policies vs 1)", per_policy, "MiB", Some(2.0));
+    t.alone(&format!("writes during a resync with nothing to do ({reconciled} reconciles)"), writes, "", Some(0.0));
+    t.alone("CPU of that resync", cpu, "s", None);
+    t
+}
+
+/// The p50 of a converged PodSet's decision with `pods` pods, the module alone in
+/// this process (what `podset-host policy bench` measures).
+fn isolated_decision(module: &[u8], pods: usize) -> Duration {
+    let engine = podset_host::sandbox::PolicyEngine::new(podset_host::sandbox::Limits::default()).expect("engine");
+    let policy = engine.load(module).expect("the policy loads");
+    let rows = podset_host::sandbox::bench::run(&policy, &[pods], Duration::from_millis(500)).expect("policy bench");
+    rows.iter().find(|r| r.workload == "converged").map(|r| r.p50).unwrap_or_default()
+}
+
+fn date() -> String {
+    let out = std::process::Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"]).output();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
 }
