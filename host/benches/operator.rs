@@ -461,7 +461,7 @@ async fn main() {
     let isolated = isolated_decision(&good, s.replicas as usize);
     t2.ratio(
         &format!(
-            "mean policy decision with {} pods: alone (policy bench, p50) vs inside the operator (mean)",
+            "policy decision, 1-{} pods: alone (p50 at {0}, as `policy bench`) vs inside the operator (mean)",
             s.replicas
         ),
         isolated.as_secs_f64() * 1e6,
