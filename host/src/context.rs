@@ -85,7 +85,7 @@ impl Context {
             kinds: Kinds::default(),
             expectations: Arc::new(Expectations::default()),
             written: Written::default(),
-            events: Events::new(recorder),
+            events: Events::start(recorder, metrics.clone()),
             metrics,
             policy_cache: CacheHealth::of::<ReconcilePolicy>(),
             resync: settings.resync,

@@ -42,7 +42,7 @@ pub struct Metrics {
     policy_failures: Family<ReasonLabels, Counter>,
     pub api_writes: Family<WriteLabels, Counter>,
     policy_loads: Family<LoadLabels, Counter>,
-    events_dropped: Counter,
+    events_dropped: Family<ReasonLabels, Counter>,
     policies_refused: Family<ReasonLabels, Counter>,
     leader: Gauge,
     shard_namespaces: Gauge,
@@ -59,7 +59,7 @@ impl Default for Metrics {
             policy_failures: Family::default(),
             api_writes: Family::default(),
             policy_loads: Family::default(),
-            events_dropped: Counter::default(),
+            events_dropped: Family::default(),
             policies_refused: Family::default(),
             leader: Gauge::default(),
             shard_namespaces: Gauge::default(),
@@ -99,7 +99,7 @@ impl Default for Metrics {
         );
         registry.register(
             "events_dropped",
-            "Policy Events dropped by the per-object rate limit",
+            "Events not published, by reason: a policy's over its per-object rate limit, or any when the queue is full",
             m.events_dropped.clone(),
         );
         Metrics { registry, ..m }
@@ -139,8 +139,8 @@ impl Metrics {
         self.leader.set(i64::from(acting));
     }
 
-    pub fn event_dropped(&self) {
-        self.events_dropped.inc();
+    pub fn event_dropped(&self, reason: &str) {
+        self.events_dropped.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
     }
 
     pub fn policy_failure(&self, reason: &str) {

@@ -39,20 +39,33 @@ pub async fn execute(
     let parent = &observed.parent;
     let ns = parent.namespace().unwrap_or_default();
     let parent_api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &observed.parent_resource);
-    metadata(&parent_api, parent, admitted).await?;
-
     let manager = admitted.field_manager();
     let act = Act { ctx, observed, ns: &ns, manager: &manager };
-    act.create_all(&checked.creates).await?;
+    let patch = metadata(parent, admitted);
+    // A finalizer must be in place before any child exists; the digest alone can be
+    // written alongside the children, which saves a round trip on a first reconcile.
+    let patched = if patch.as_ref().is_some_and(|p| p.adds_finalizer) {
+        let patched = patch_metadata(&parent_api, parent, patch).await?;
+        act.create_all(&checked.creates).await?;
+        patched
+    } else {
+        let (patched, created) =
+            tokio::join!(patch_metadata(&parent_api, parent, patch), act.create_all(&checked.creates));
+        created?;
+        patched?
+    };
     for child in &checked.applies {
         act.apply(child).await?;
     }
     let deleted = join_all(checked.deletes.iter().map(|d| act.delete(d))).await;
     deleted.into_iter().collect::<Result<Vec<()>>>()?;
     for note in &checked.events {
-        act.policy_event(note).await;
+        act.policy_event(note);
     }
 
+    // After our own metadata write the cached parent is one version behind: writing
+    // status against it would only meet a conflict.
+    let parent = patched.as_ref().unwrap_or(parent);
     let next = status::next(parent, checked.status, None);
     if status::write(&parent_api, &ctx.written, &observed.parent_ref(), parent, next).await? == Outcome::Conflict {
         return Ok(AFTER_CONFLICT);
@@ -67,14 +80,21 @@ pub async fn execute(
     Ok(requeue)
 }
 
+/// The parent's metadata a decision needs written.
+struct MetadataPatch {
+    patch: serde_json::Map<String, serde_json::Value>,
+    adds_finalizer: bool,
+}
+
 /// One metadata patch at most: the policy's finalizer (on a parent not being deleted)
 /// and the digest annotation, each only when missing.
-async fn metadata(api: &Api<DynamicObject>, parent: &DynamicObject, admitted: &Admitted) -> Result<()> {
+fn metadata(parent: &DynamicObject, admitted: &Admitted) -> Option<MetadataPatch> {
     let digest = admitted.policy.digest().to_string();
     let mut patch = serde_json::Map::new();
     if parent.annotations().get(DIGEST_ANNOTATION) != Some(&digest) {
         patch.insert("annotations".into(), json!({ DIGEST_ANNOTATION: digest }));
     }
+    let mut adds_finalizer = false;
     if let Some(f) = &admitted.resolved.finalizer
         && parent.metadata.deletion_timestamp.is_none()
         && !parent.finalizers().contains(f)
@@ -84,11 +104,20 @@ async fn metadata(api: &Api<DynamicObject>, parent: &DynamicObject, admitted: &A
         patch.insert("finalizers".into(), json!(finalizers));
         // The list is replaced whole: make the write conditional on what it was read from.
         patch.insert("resourceVersion".into(), json!(parent.resource_version()));
+        adds_finalizer = true;
     }
-    if !patch.is_empty() {
-        api.patch(&parent.name_any(), &PatchParams::default(), &Patch::Merge(json!({ "metadata": patch }))).await?;
-    }
-    Ok(())
+    (!patch.is_empty()).then_some(MetadataPatch { patch, adds_finalizer })
+}
+
+/// Writes `patch`, if any; returns the parent as the server then holds it.
+async fn patch_metadata(
+    api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    patch: Option<MetadataPatch>,
+) -> Result<Option<DynamicObject>> {
+    let Some(MetadataPatch { patch, .. }) = patch else { return Ok(None) };
+    let merge = Patch::Merge(json!({ "metadata": patch }));
+    Ok(Some(api.patch(&parent.name_any(), &PatchParams::default(), &merge).await?))
 }
 
 async fn remove_finalizer(api: &Api<DynamicObject>, parent: &DynamicObject, finalizer: &str) -> Result<()> {
@@ -146,12 +175,12 @@ impl Act<'_> {
                 }
                 let about = reference(&child.resource, self.ns, &key.name, &created.uid().unwrap_or_default());
                 let note = format!("Created {}: {}", kind.to_lowercase(), key.name);
-                self.host_event(EventType::Normal, "SuccessfulCreate", "Create", note, Some(about)).await;
+                self.host_event(EventType::Normal, "SuccessfulCreate", "Create", note, Some(about));
                 Ok(())
             }
             Err(e) => {
                 let note = format!("Error creating {}: {e}", kind.to_lowercase());
-                self.host_event(EventType::Warning, "FailedCreate", "Create", note, None).await;
+                self.host_event(EventType::Warning, "FailedCreate", "Create", note, None);
                 Err(Error::Child { action: ChildAction::Create, key: child.key().to_string(), source: e })
             }
         }
@@ -170,7 +199,7 @@ impl Act<'_> {
             Ok(_) => Ok(()),
             Err(e) => {
                 let note = format!("Error applying {} {name}: {e}", child.resource.kind.to_lowercase());
-                self.host_event(EventType::Warning, "FailedApply", "Apply", note, None).await;
+                self.host_event(EventType::Warning, "FailedApply", "Apply", note, None);
                 Err(Error::Child { action: ChildAction::Apply, key: child.key().to_string(), source: e })
             }
         }
@@ -190,25 +219,25 @@ impl Act<'_> {
             Ok(_) => {
                 self.ctx.expectations.expect_deletion(&self.observed.parent_ref(), doomed.key.clone());
                 let note = format!("Deleted {kind}: {name}");
-                self.host_event(EventType::Normal, "SuccessfulDelete", "Delete", note, Some(about)).await;
+                self.host_event(EventType::Normal, "SuccessfulDelete", "Delete", note, Some(about));
                 Ok(())
             }
             // Already gone, or no longer the child the policy chose.
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
             Err(e) => {
                 let note = format!("Error deleting {kind} {name}: {e}");
-                self.host_event(EventType::Warning, "FailedDelete", "Delete", note, Some(about)).await;
+                self.host_event(EventType::Warning, "FailedDelete", "Delete", note, Some(about));
                 Err(Error::Child { action: ChildAction::Delete, key: doomed.key.to_string(), source: e })
             }
         }
     }
 
-    async fn host_event(&self, t: EventType, reason: &str, action: &str, note: String, about: Option<ObjectReference>) {
+    fn host_event(&self, t: EventType, reason: &str, action: &str, note: String, about: Option<ObjectReference>) {
         let parent = self.observed.parent_object_reference();
-        self.ctx.events.publish(&parent, event(t, reason, action, note, about), Origin::Host).await;
+        self.ctx.events.publish(&parent, event(t, reason, action, note, about), Origin::Host);
     }
 
-    async fn policy_event(&self, note: &Note) {
+    fn policy_event(&self, note: &Note) {
         let about = note.regarding.as_ref().and_then(|k| {
             let seen = self.observed.child(k)?;
             Some(reference(&seen.resource, self.ns, &k.name, &seen.object.uid().unwrap_or_default()))
@@ -216,9 +245,7 @@ impl Act<'_> {
         let t = if note.warning { EventType::Warning } else { EventType::Normal };
         let ev = event(t, &note.reason, "Reconcile", note.message.clone(), about);
         let parent = self.observed.parent_object_reference();
-        if !self.ctx.events.publish(&parent, ev, Origin::Policy).await {
-            self.ctx.metrics.event_dropped();
-        }
+        self.ctx.events.publish(&parent, ev, Origin::Policy);
     }
 }
 

@@ -202,7 +202,7 @@ async fn report_failure(
     }
     let reference = observe::reference_of(parent, resource);
     let ev = event(EventType::Warning, condition, "Reconcile", format!("{reason}: {message}"), None);
-    ctx.events.publish(&reference, ev, Origin::Host).await;
+    ctx.events.publish(&reference, ev, Origin::Host);
     let next = status::next(parent, None, Some(status::Failure { condition, reason, message }));
     let api: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &parent.namespace().unwrap_or_default(), resource);

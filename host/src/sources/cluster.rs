@@ -180,8 +180,7 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Action
                     EventType::Normal,
                     "PolicyLoaded",
                     format!("Serving {policy}; {n} objects re-queued"),
-                )
-                .await;
+                );
             }
         }
         Outcome::Refused { reason, message, retryable } => {
@@ -205,7 +204,7 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Action
             conditions::set(&mut next.conditions, &current.conditions, ready);
             warn!(rp = %key, reason, still_serving = serving.as_ref().map(|a| a.policy.label()).unwrap_or("nothing"), "ReconcilePolicy module refused: {message}");
             if next.conditions != current.conditions {
-                publish(&ctx, &rp, EventType::Warning, "PolicyRejected", format!("{reason}: {message}")).await;
+                publish(&ctx, &rp, EventType::Warning, "PolicyRejected", format!("{reason}: {message}"));
             }
             if serving.is_none() {
                 // Its parents must learn there is nothing to decide for them.
@@ -303,7 +302,7 @@ async fn load(rp: &ReconcilePolicy, ctx: &Context) -> Result<Outcome, Error> {
     }
 }
 
-async fn publish(ctx: &Context, rp: &ReconcilePolicy, type_: EventType, reason: &str, note: String) {
+fn publish(ctx: &Context, rp: &ReconcilePolicy, type_: EventType, reason: &str, note: String) {
     let ev = event(type_, reason, "Load", note, None);
-    ctx.events.publish(&rp.object_ref(&()), ev, Origin::Host).await;
+    ctx.events.publish(&rp.object_ref(&()), ev, Origin::Host);
 }
