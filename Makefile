@@ -30,8 +30,8 @@ bench: ## Benchmark the policy sandbox and the operator; prints tables
 
 lint: ## cargo fmt --check and clippy -D warnings
 	@cargo fmt --all -- --check
-	@cargo clippy --workspace --all-targets -- -D warnings
-	@cargo clippy -p podset-host --features fault-suite --all-targets -- -D warnings
+	@cargo clippy --workspace --all-targets --features podset-host/native-podset -- -D warnings
+	@cargo clippy -p podset-host --features fault-suite,native-podset --all-targets -- -D warnings
 
 manifests: ## Regenerate manifests/crd/ from the Rust types (the host's and each policy's)
 	@cargo run -q -p podset-host -- crd > manifests/crd/podset-host.yaml

@@ -7,7 +7,9 @@ cd "$ROOT"
 
 hack/deps.sh
 log "building (release)"
-cargo build --release -p podset-host --bin podset-host
+# native-podset: the operator can also decide with guest-podset linked in natively
+# (`--native-podset`), for the native-vs-Wasm table. The Wasm path is the same code.
+cargo build --release -p podset-host --bin podset-host --features native-podset
 PODSET_HOST_BIN="$ROOT/target/release/podset-host" hack/policy.sh --fixtures
 
 echo
@@ -25,4 +27,4 @@ export PODSET_TEST_KUBECONFIG="$CLUSTER_DIR/kubeconfig" PODSET_POLICY_DIR="$ROOT
 export PODSET_HOST_BIN="$ROOT/target/release/podset-host"
 echo
 echo "## Operator"
-cargo bench -q -p podset-host --bench operator
+cargo bench -q -p podset-host --features native-podset --bench operator

@@ -10,8 +10,10 @@ log "formatting check"
 cargo fmt --all -- --check || die "cargo fmt would change files: run cargo fmt --all"
 
 log "building (native)"
-cargo build --workspace --all-targets
-cargo build -p podset-host --features fault-suite --tests
+# native-podset: the property tests compare the policy's native build with its .wasm,
+# and the benchmarks' smoke run decides both ways.
+cargo build --workspace --all-targets --features podset-host/native-podset
+cargo build -p podset-host --features fault-suite,native-podset --tests
 
 log "building policies (wasm32)"
 hack/policy.sh --fixtures
@@ -59,7 +61,7 @@ rm -rf "$scaffold_dir"
 
 log "unit and integration tests"
 tests=0
-cargo test --workspace --no-fail-fast 2>&1 | tee -a "$results" || tests=$?
+cargo test --workspace --features podset-host/native-podset --no-fail-fast 2>&1 | tee -a "$results" || tests=$?
 
 # Every benchmark once, small, with the debug builds: they must keep running (their
 # figures mean nothing here; `make bench` measures).
@@ -67,13 +69,13 @@ log "benchmarks, smoke run (BENCH_QUICK=1)"
 bench=0
 {
   target/debug/podset-host policy bench target/policy/podset.wasm --budget 50ms \
-    && BENCH_QUICK=1 cargo test -q -p podset-host --bench operator
+    && BENCH_QUICK=1 cargo test -q -p podset-host --features native-podset --bench operator
 } 2>&1 | tee -a "$results" || bench=$?
 
 # Alone and last: it restarts the test cluster's API server and etcd under the operator.
 log "fault suite (FAULT_RUNS=${FAULT_RUNS:-20} random kills${FAULT_SEED:+, FAULT_SEED=$FAULT_SEED})"
 faults=0
-cargo test -p podset-host --features fault-suite --test faults -- --test-threads=1 --nocapture 2>&1 \
+cargo test -p podset-host --features fault-suite,native-podset --test faults -- --test-threads=1 --nocapture 2>&1 \
   | tee -a "$results" || faults=$?
 
 # cluster-down must stop exactly what cluster-up started: it fails naming any process,

@@ -130,27 +130,84 @@ async fn apiserver_writes(client: &Client) -> HashMap<(String, String), f64> {
     out
 }
 
+/// The controller's writes between `before` and `after`, in the order of [`Peer::writes`].
 fn controller_writes(
     peer: Peer,
     before: &HashMap<(String, String), f64>,
     after: &HashMap<(String, String), f64>,
-) -> f64 {
-    peer.writes()
-        .iter()
-        .map(|(r, s)| {
-            let k = (r.to_string(), s.to_string());
-            after.get(&k).unwrap_or(&0.0) - before.get(&k).unwrap_or(&0.0)
-        })
-        .sum()
+) -> [f64; 4] {
+    peer.writes().map(|(r, s)| {
+        let k = (r.to_string(), s.to_string());
+        after.get(&k).unwrap_or(&0.0) - before.get(&k).unwrap_or(&0.0)
+    })
 }
 
-/// One peer's round: create, converge, scale to 1, back up.
+/// Who reconciles a round's objects.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Who {
+    ReplicaSet,
+    /// The operator, guest-podset in the sandbox.
+    Wasm,
+    /// The same operator build, guest-podset linked in natively.
+    Native,
+}
+
+impl Who {
+    fn peer(self) -> Peer {
+        match self {
+            Who::ReplicaSet => Peer::ReplicaSet,
+            Who::Wasm | Who::Native => Peer::PodSet,
+        }
+    }
+}
+
+/// Where an operator's reconcile time went, from its own metrics (all sums, seconds).
+#[derive(Clone, Copy, Default)]
+struct Split {
+    decisions: f64,
+    decision_seconds: f64,
+    reconcile_seconds: f64,
+}
+
+impl Split {
+    async fn of(op: &common::Operator) -> Split {
+        let m = op.metrics().await;
+        Split {
+            decisions: common::sum_metric(&m, "podset_policy_decision_duration_seconds_count", ""),
+            decision_seconds: common::sum_metric(&m, "podset_policy_decision_duration_seconds_sum", ""),
+            reconcile_seconds: common::sum_metric(&m, "podset_reconcile_duration_seconds_sum", ""),
+        }
+    }
+
+    fn minus(&self, before: &Split) -> Split {
+        Split {
+            decisions: self.decisions - before.decisions,
+            decision_seconds: self.decision_seconds - before.decision_seconds,
+            reconcile_seconds: self.reconcile_seconds - before.reconcile_seconds,
+        }
+    }
+
+    fn mean_decision(&self) -> f64 {
+        self.decision_seconds / self.decisions.max(1.0)
+    }
+
+    /// The decisions' share of the time spent reconciling.
+    fn decision_share(&self) -> f64 {
+        self.decision_seconds / self.reconcile_seconds.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// One round: create, converge, scale to 1, back up.
 struct Round {
     converge: Duration,
     per_object: Vec<Duration>,
     writes_per_object: f64,
+    /// The same by resource, in the order of [`Peer::writes`].
+    writes_by_resource: [f64; 4],
     down: Duration,
     up: Duration,
+    /// The operator's decision and reconcile time during the round.
+    split: Split,
 }
 
 /// Waits until every object in `api` is settled at `replicas`; each one's time from `since`.
@@ -189,7 +246,7 @@ async fn scale_all(api: &Api<DynamicObject>, names: &[String], replicas: i32) {
     }
 }
 
-async fn round(client: &Client, peer: Peer, ns: &str, s: &Sizes) -> Round {
+async fn round(client: &Client, peer: Peer, ns: &str, s: &Sizes, scale: bool) -> Round {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &peer.resource());
     let names: Vec<String> = (0..s.objects).map(|i| format!("b-{i:04}")).collect();
     let before = apiserver_writes(client).await;
@@ -199,17 +256,22 @@ async fn round(client: &Client, peer: Peer, ns: &str, s: &Sizes) -> Round {
     let converge = started.elapsed();
     // Writes that trail the last status (a late condition, an Event) count too.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let writes = controller_writes(peer, &before, &apiserver_writes(client).await);
+    let writes_by_resource =
+        controller_writes(peer, &before, &apiserver_writes(client).await).map(|w| w / s.objects as f64);
 
-    let t = Instant::now();
-    scale_all(&api, &names, 1).await;
-    settle(peer, &api, s.objects, 1, t).await;
-    let down = t.elapsed();
-    let t = Instant::now();
-    scale_all(&api, &names, s.replicas).await;
-    settle(peer, &api, s.objects, i64::from(s.replicas), t).await;
-    let up = t.elapsed();
-    Round { converge, per_object, writes_per_object: writes / s.objects as f64, down, up }
+    let (mut down, mut up) = (Duration::ZERO, Duration::ZERO);
+    if scale {
+        let t = Instant::now();
+        scale_all(&api, &names, 1).await;
+        settle(peer, &api, s.objects, 1, t).await;
+        down = t.elapsed();
+        let t = Instant::now();
+        scale_all(&api, &names, s.replicas).await;
+        settle(peer, &api, s.objects, i64::from(s.replicas), t).await;
+        up = t.elapsed();
+    }
+    let writes_per_object = writes_by_resource.iter().sum();
+    Round { converge, per_object, writes_per_object, writes_by_resource, down, up, split: Split::default() }
 }
 
 /// A fresh namespace of this benchmark (the operator serves namespaces labelled so).
@@ -339,45 +401,74 @@ async fn main() {
     let (good, canary) = (common::read_policy("podset.wasm"), common::read_policy("fixtures/canary.wasm"));
     std::fs::write(&file, &good).expect("policy file");
     let op = common::Operator::spawn_shard("bench", &run_label, &[&file], &common::kubeconfig_path(), &[]);
+    // The same operator build, with guest-podset's decision linked in natively
+    // (`--features native-podset`), serving namespaces of its own.
+    let native_label = format!("podset.dev/bench-native={}", std::process::id());
+    let native_op = common::Operator::spawn_shard(
+        "bench-native",
+        &native_label,
+        &[&file],
+        &common::kubeconfig_path(),
+        &["--native-podset"],
+    );
     op.ready().await;
+    native_op.ready().await;
     let idle_rss = rss(op.pid());
 
-    // Peer: alternating rounds, the controller manager's client rate out of the way.
+    // Alternating rounds, the controller manager's client rate out of the way.
     kcm_rate(1000, 1000);
-    let mut rounds: HashMap<&str, Vec<Round>> = HashMap::new();
+    let mut rounds: HashMap<Who, Vec<Round>> = HashMap::new();
     let mut swap = None;
     let mut busy_rss = 0.0;
     for r in 0..s.rounds {
-        let order = if r % 2 == 0 { [Peer::ReplicaSet, Peer::PodSet] } else { [Peer::PodSet, Peer::ReplicaSet] };
-        for peer in order {
-            let ns = bench_namespace(&client, "bench", &run_label).await;
-            let result = round(&client, peer, &ns, &s).await;
+        let mut order = [Who::ReplicaSet, Who::Wasm, Who::Native];
+        if r % 2 == 1 {
+            order.reverse();
+        }
+        for who in order {
+            let (label, operator) = match who {
+                Who::Native => (&native_label, Some(&native_op)),
+                Who::Wasm => (&run_label, Some(&op)),
+                Who::ReplicaSet => (&run_label, None),
+            };
+            let ns = bench_namespace(&client, "bench", label).await;
+            let before = match operator {
+                Some(o) => Split::of(o).await,
+                None => Split::default(),
+            };
+            // The native build is compared on converging only.
+            let mut result = round(&client, who.peer(), &ns, &s, who != Who::Native).await;
+            if let Some(o) = operator {
+                result.split = Split::of(o).await.minus(&before);
+            }
             eprintln!(
-                "round {} {peer:?}: converged {:.2?}, {:.1} writes/object, 5→1 {:.2?}, 1→5 {:.2?}",
+                "round {} {who:?}: converged {:.2?}, {:.1} writes/object, 5→1 {:.2?}, 1→5 {:.2?}, decision {:.0} µs, {:.1} % of reconcile time",
                 r + 1,
                 result.converge,
                 result.writes_per_object,
                 result.down,
-                result.up
+                result.up,
+                result.split.mean_decision() * 1e6,
+                result.split.decision_share() * 100.0,
             );
-            if peer == Peer::PodSet {
+            if who == Who::Wasm {
                 busy_rss = f64::max(busy_rss, rss(op.pid()));
                 if r + 1 == s.rounds {
                     swap = Some(hot_swap(&client, &ns, &file, &good, &canary, s.objects, s.replicas).await);
                 }
             }
-            rounds.entry(if peer == Peer::PodSet { "ours" } else { "peer" }).or_default().push(result);
+            rounds.entry(who).or_default().push(result);
             drop_namespace(&client, &ns).await;
         }
     }
     // The same, once, at the controller manager's default client rate (20 QPS, burst 30).
     kcm_rate(20, 30);
     let ns = bench_namespace(&client, "bench", &run_label).await;
-    let default_rate = round(&client, Peer::ReplicaSet, &ns, &s).await;
+    let default_rate = round(&client, Peer::ReplicaSet, &ns, &s, false).await;
     drop_namespace(&client, &ns).await;
     kcm_rate(1000, 1000);
 
-    let (peer, ours) = (&rounds["peer"], &rounds["ours"]);
+    let (peer, ours, native) = (&rounds[&Who::ReplicaSet], &rounds[&Who::Wasm], &rounds[&Who::Native]);
     let med = |rs: &[Round], f: &dyn Fn(&Round) -> f64| {
         let mut v: Vec<f64> = rs.iter().map(f).collect();
         v.sort_by(f64::total_cmp);
@@ -416,6 +507,17 @@ async fn main() {
         "",
         Some(1.0),
     );
+    // Where the writes go: the parent's own writes include the create by the benchmark.
+    let parts = ["pods", "the parent (its create included)", "the parent's status", "Events"];
+    for (i, part) in parts.iter().enumerate() {
+        t1.ratio(
+            &format!("… of which {part}"),
+            med(peer, &|r| r.writes_by_resource[i]),
+            med(ours, &|r| r.writes_by_resource[i]),
+            "",
+            None,
+        );
+    }
     t1.ratio(
         &format!("scale {} → 1, all objects", s.replicas),
         med(peer, &|r| secs(r.down)),
@@ -445,6 +547,39 @@ async fn main() {
         None,
     );
 
+    let mut tn = Table::new(&format!(
+        "Same logic, native vs Wasm: guest-podset linked into the operator vs its .wasm, {} × {}, {} alternating rounds (medians)",
+        s.objects, s.replicas, s.rounds
+    ));
+    tn.ratio(
+        "time until every PodSet reports all replicas available",
+        med(native, &|r| secs(r.converge)),
+        med(ours, &|r| secs(r.converge)),
+        "s",
+        Some(1.05),
+    );
+    tn.ratio(
+        "per object, p99",
+        med(native, &|r| secs(percentile(&r.per_object, 0.99))),
+        med(ours, &|r| secs(percentile(&r.per_object, 0.99))),
+        "s",
+        None,
+    );
+    tn.ratio(
+        "mean decision inside the operator",
+        med(native, &|r| r.split.mean_decision() * 1e6),
+        med(ours, &|r| r.split.mean_decision() * 1e6),
+        "µs",
+        None,
+    );
+    tn.ratio(
+        "decisions' share of reconcile time, %",
+        med(native, &|r| r.split.decision_share() * 100.0),
+        med(ours, &|r| r.split.decision_share() * 100.0),
+        "",
+        None,
+    );
+
     let mut t2 = Table::new(&format!("The operator at {} PodSets", s.objects));
     if let Some(swap) = swap {
         t2.alone(
@@ -469,6 +604,16 @@ async fn main() {
         "µs",
         None,
     );
+    // The same decisions' CPU time: what the wall time holds beyond it is time the
+    // deciding thread waited for a core, on a machine the control plane shares.
+    let cpu = common::sum_metric(&metrics, "podset_policy_decision_cpu_seconds_sum", r#"children="1-9""#);
+    t2.ratio(
+        &format!("the same, the deciding thread's CPU time (mean), 1-{} pods", s.replicas),
+        isolated.as_secs_f64() * 1e6,
+        cpu / count.max(1.0) * 1e6,
+        "µs",
+        None,
+    );
     t2.alone("operator RSS, idle", idle_rss, "MiB", None);
     t2.alone(
         &format!("operator RSS, {} × {} converged (peak of the rounds)", s.objects, s.replicas),
@@ -477,6 +622,7 @@ async fn main() {
         None,
     );
     drop(op);
+    drop(native_op);
 
     let t3 = scale(&client, &s, &run_label).await;
 
@@ -488,6 +634,8 @@ async fn main() {
         common::operator_binary().display()
     );
     md += &t1.markdown("ReplicaSet controller");
+    md += "\n";
+    md += &tn.markdown("native");
     md += "\n";
     md += &t2.markdown("reference");
     md += "\n";

@@ -54,6 +54,9 @@ pub struct Settings {
     pub limits: Limits,
     /// Leader election, or `None` for a single replica.
     pub leader: Option<leader::Settings>,
+    /// Benchmark builds only: guest-podset decides natively (`sandbox::native`).
+    #[cfg(feature = "native-podset")]
+    pub native_podset: bool,
 }
 
 /// A built operator, ready to run.
@@ -109,7 +112,14 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
             Leadership::alone()
         }
     };
-    let engine = Arc::new(PolicyEngine::new(settings.limits.clone())?);
+    let engine = PolicyEngine::new(settings.limits.clone())?;
+    #[cfg(feature = "native-podset")]
+    let engine = {
+        let mut engine = engine;
+        engine.decide_natively(settings.native_podset);
+        engine
+    };
+    let engine = Arc::new(engine);
     let knobs = ContextSettings {
         namespace: settings.namespace.clone(),
         resync: settings.resync,

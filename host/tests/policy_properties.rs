@@ -7,11 +7,9 @@ use podset_test_support as common;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use guest_podset::exports::podset::policy::podset as native;
-use guest_podset::podset::policy::types as native_types;
 use podset_host::contract::bindings::podset::{Action, InFlight, Input, Pod, PodPhase, Podset, PodsetStatus};
 use podset_host::contract::bindings::{ConditionStatus, KeyValue};
-use podset_host::sandbox::{Actions, Input as PolicyInput, Limits, Policy, PolicyEngine};
+use podset_host::sandbox::{Actions, Input as PolicyInput, Limits, Policy, PolicyEngine, native};
 use proptest::prelude::*;
 
 fn phase() -> impl Strategy<Value = PodPhase> {
@@ -131,70 +129,6 @@ fn check(input: &Input, actions: &[Action]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// The same input for the policy compiled natively.
-fn to_native(i: &Input) -> native::Input {
-    let phase = |p: PodPhase| match p {
-        PodPhase::Pending => native::PodPhase::Pending,
-        PodPhase::Running => native::PodPhase::Running,
-        PodPhase::Succeeded => native::PodPhase::Succeeded,
-        PodPhase::Failed => native::PodPhase::Failed,
-        PodPhase::Unknown => native::PodPhase::Unknown,
-    };
-    let kv = |kvs: &[KeyValue]| {
-        kvs.iter().map(|k| native_types::KeyValue { key: k.key.clone(), value: k.value.clone() }).collect()
-    };
-    native::Input {
-        podset: native::Podset {
-            name: i.podset.name.clone(),
-            namespace: i.podset.namespace.clone(),
-            uid: i.podset.uid.clone(),
-            generation: i.podset.generation,
-            labels: kv(&i.podset.labels),
-            replicas: i.podset.replicas,
-            status: native::PodsetStatus {
-                pod_names: i.podset.status.pod_names.clone(),
-                available_replicas: i.podset.status.available_replicas,
-                observed_generation: i.podset.status.observed_generation,
-                conditions: Vec::new(),
-            },
-        },
-        pods: i
-            .pods
-            .iter()
-            .map(|p| native::Pod {
-                name: p.name.clone(),
-                uid: p.uid.clone(),
-                phase: phase(p.phase),
-                ready: p.ready,
-                deleting: p.deleting,
-                node_name: p.node_name.clone(),
-                created_at: p.created_at,
-                labels: kv(&p.labels),
-                restart_count: p.restart_count,
-            })
-            .collect(),
-        in_flight: native::InFlight { creations: i.in_flight.creations, deletions: i.in_flight.deletions.clone() },
-        now: i.now,
-    }
-}
-
-/// What the native decision did, in the terms both share: (creates, deletes, status names).
-fn summary_native(a: &[native::Action]) -> (usize, Vec<String>, Option<Vec<String>>) {
-    let creates = a.iter().filter(|a| matches!(a, native::Action::CreatePod(_))).count();
-    let deletes =
-        a.iter().filter_map(|a| if let native::Action::DeletePod(n) = a { Some(n.clone()) } else { None }).collect();
-    let status =
-        a.iter().find_map(|a| if let native::Action::UpdateStatus(s) = a { Some(s.pod_names.clone()) } else { None });
-    (creates, deletes, status)
-}
-
-fn summary(a: &[Action]) -> (usize, Vec<String>, Option<Vec<String>>) {
-    let creates = a.iter().filter(|a| matches!(a, Action::CreatePod(_))).count();
-    let deletes = a.iter().filter_map(|a| if let Action::DeletePod(n) = a { Some(n.clone()) } else { None }).collect();
-    let status = a.iter().find_map(|a| if let Action::UpdateStatus(s) = a { Some(s.pod_names.clone()) } else { None });
-    (creates, deletes, status)
-}
-
 fn wasm_policy() -> Arc<Policy> {
     static ENGINE: std::sync::OnceLock<(Arc<PolicyEngine>, Arc<Policy>)> = std::sync::OnceLock::new();
     ENGINE
@@ -212,13 +146,15 @@ proptest! {
 
     #[test]
     fn the_decision_keeps_every_property_natively_and_in_wasm(input in input()) {
-        let native = guest_podset::decide::decide(&to_native(&input)).map_err(|e| TestCaseError::fail(e.message))?;
+        let Actions::PodSet(native) = native::decide(&input).map_err(|e| TestCaseError::fail(e.to_string()))?.actions else {
+            return Err(TestCaseError::fail("the native PodSet policy answers in its world"));
+        };
         let policy = wasm_policy();
         let Actions::PodSet(wasm) = policy.decide(&PolicyInput::PodSet(input.clone())).map_err(|e| TestCaseError::fail(e.to_string()))?.actions else {
             return Err(TestCaseError::fail("a PodSet policy answers in its world"));
         };
         check(&input, &wasm)?;
-        // The .wasm and the native build decide the same.
-        prop_assert_eq!(summary_native(&native), summary(&wasm));
+        // The .wasm and the native build decide the same, action for action.
+        prop_assert_eq!(native, wasm);
     }
 }

@@ -1,14 +1,12 @@
 //! One decision: the observed state in the policy's world, the call in the sandbox,
 //! and the world's actions as a [`Plan`].
 
-use std::time::Duration;
-
 use super::check::Rejection;
 use super::observe::Observed;
 use super::plan::Plan;
 use crate::contract::{podset, reconciler};
 use crate::registry::Admitted;
-use crate::sandbox::{Actions, Input, PolicyEngine};
+use crate::sandbox::{Actions, Input, PolicyEngine, Spent};
 
 /// Why there is no plan.
 pub enum Failed {
@@ -18,13 +16,9 @@ pub enum Failed {
     Rejected(Rejection),
 }
 
-/// Asks `admitted`'s policy what to do about `observed`. Returns the plan and how
-/// long the decision took.
-pub async fn decide(
-    engine: &PolicyEngine,
-    admitted: &Admitted,
-    observed: &Observed,
-) -> Result<(Plan, Duration), Failed> {
+/// Asks `admitted`'s policy what to do about `observed`. Returns the plan and what
+/// the decision took.
+pub async fn decide(engine: &PolicyEngine, admitted: &Admitted, observed: &Observed) -> Result<(Plan, Spent), Failed> {
     let policy = admitted.policy.clone();
     let input = if policy.is_podset_world() {
         Input::PodSet(podset::input(observed).map_err(Failed::Rejected)?)
@@ -37,5 +31,5 @@ pub async fn decide(
         Actions::Reconcile(actions) => reconciler::plan(actions),
     }
     .map_err(Failed::Rejected)?;
-    Ok((plan, decision.elapsed))
+    Ok((plan, decision.spent))
 }

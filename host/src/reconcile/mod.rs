@@ -135,8 +135,8 @@ pub async fn act(ctx: &Context, admitted: &Admitted, observed: &Observed) -> Res
     let label = admitted.policy.label().to_string();
     let resource = &observed.parent_resource;
     let plan = match decide::decide(&ctx.engine, admitted, observed).await {
-        Ok((plan, took)) => {
-            ctx.metrics.decided(took, observed.children.len());
+        Ok((plan, spent)) => {
+            ctx.metrics.decided(spent, observed.children.len());
             plan
         }
         Err(Failed::Policy(source)) => {

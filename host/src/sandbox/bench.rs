@@ -75,7 +75,7 @@ pub fn run(policy: &Policy, sizes: &[usize], budget: Duration) -> Result<Vec<Row
             let mut samples = Vec::new();
             let started = Instant::now();
             while samples.len() < 20 || (started.elapsed() < budget && samples.len() < 100_000) {
-                samples.push(policy.decide(&input)?.elapsed);
+                samples.push(policy.decide(&input)?.spent.wall);
             }
             samples.sort();
             let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];

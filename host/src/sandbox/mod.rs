@@ -14,6 +14,8 @@ mod error;
 pub mod inspect;
 mod instance;
 mod load;
+#[cfg(feature = "native-podset")]
+pub mod native;
 mod output;
 pub mod scenario;
 
@@ -97,6 +99,9 @@ pub struct PolicyEngine {
     compiled: Mutex<HashMap<Digest, Weak<Policy>>>,
     calls: Semaphore,
     _ticker: EpochTicker,
+    /// Benchmark builds only: decide for guest-podset with its natively linked code.
+    #[cfg(feature = "native-podset")]
+    native_podset: bool,
 }
 
 /// A loaded, checked policy: ready to instantiate.
@@ -148,8 +153,41 @@ impl Actions {
 #[derive(Debug)]
 pub struct Decision {
     pub actions: Actions,
-    /// Instantiation plus the call.
-    pub elapsed: Duration,
+    pub spent: Spent,
+}
+
+/// The time one decision took: instantiation plus the call.
+#[derive(Clone, Copy, Debug)]
+pub struct Spent {
+    /// From start to end.
+    pub wall: Duration,
+    /// The deciding thread's own CPU time. Less than `wall` by the time the thread
+    /// waited for a core: on a busy machine the two tell a slow policy from a busy one.
+    pub cpu: Duration,
+}
+
+impl Spent {
+    /// Starts timing on the current thread; [`Timer::stop`] on the same thread.
+    pub fn start() -> Timer {
+        Timer { wall: Instant::now(), cpu: thread_cpu() }
+    }
+}
+
+pub struct Timer {
+    wall: Instant,
+    cpu: Duration,
+}
+
+impl Timer {
+    pub fn stop(self) -> Spent {
+        Spent { wall: self.wall.elapsed(), cpu: thread_cpu().saturating_sub(self.cpu) }
+    }
+}
+
+/// CPU time the calling thread has used.
+fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(u64::try_from(t.tv_sec).unwrap_or(0), u32::try_from(t.tv_nsec).unwrap_or(0))
 }
 
 impl PolicyEngine {
@@ -185,11 +223,20 @@ impl PolicyEngine {
             limits,
             compiled: Mutex::new(HashMap::new()),
             _ticker: ticker,
+            #[cfg(feature = "native-podset")]
+            native_podset: false,
         })
     }
 
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// Benchmark builds only: decide for guest-podset natively from now on (see
+    /// [`native`]).
+    #[cfg(feature = "native-podset")]
+    pub fn decide_natively(&mut self, on: bool) {
+        self.native_podset = on;
     }
 
     /// Checks and compiles a module, or returns the already compiled one with the same
@@ -231,6 +278,15 @@ impl PolicyEngine {
     /// Runs one decision on a blocking thread, at most `concurrency` at once, so slow
     /// policies never occupy the async executor.
     pub async fn decide(&self, policy: Arc<Policy>, input: Input) -> Result<Decision> {
+        #[cfg(feature = "native-podset")]
+        if self.native_podset
+            && policy.info().name == native::POLICY
+            && let Input::PodSet(input) = &input
+        {
+            let decision = native::decide(input)?;
+            output::check(&decision.actions, &self.limits)?;
+            return Ok(decision);
+        }
         let _permit = self.calls.acquire().await.map_err(|_| Error::Engine("engine shut down".into()))?;
         tokio::task::spawn_blocking(move || policy.decide(&input))
             .await
@@ -267,7 +323,7 @@ impl Policy {
 
     /// One decision in a fresh instance. Blocking; bounded by the limits.
     pub fn decide(&self, input: &Input) -> Result<Decision> {
-        let started = Instant::now();
+        let timer = Spent::start();
         let engine = match &self.pre {
             World::PodSet(pre) => pre.engine(),
             World::Reconcile(pre) => pre.engine(),
@@ -284,7 +340,7 @@ impl Policy {
                 .map(|r| r.map(Actions::Reconcile)),
             _ => return Err(Error::Engine(format!("{} was called with the input of another world", self.label))),
         };
-        let elapsed = started.elapsed();
+        let spent = timer.stop();
         let actions = match result {
             Ok(Ok(actions)) => actions,
             Ok(Err(refused)) => {
@@ -293,7 +349,7 @@ impl Policy {
             Err(e) => return Err(classify(&e, &store, &self.limits)),
         };
         output::check(&actions, &self.limits)?;
-        Ok(Decision { actions, elapsed })
+        Ok(Decision { actions, spent })
     }
 
     /// Calls the policy's `info` export in a fresh instance.
