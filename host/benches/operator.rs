@@ -721,6 +721,7 @@ async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     let reconciled = op.sum("podset_reconciles_total", "").await - reconciles_before;
     let cpu = cpu_seconds(op.pid()) - cpu_before;
     drop(op);
+    let (indexed, scanned) = children_lookup(client, &ns, &api).await;
     drop_namespace(client, &ns).await;
 
     let mut t = Table::new(&format!("Scale: {} PodSets × {} replicas, 3 policies loaded", s.scale_objects, s.replicas));
@@ -729,7 +730,43 @@ async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     t.alone("RSS per extra loaded policy (idle, 3 policies vs 1)", per_policy, "MiB", Some(2.0));
     t.alone(&format!("writes during a resync with nothing to do ({reconciled} reconciles)"), writes, "", Some(0.0));
     t.alone("CPU of that resync", cpu, "s", None);
+    t.ratio(
+        &format!(
+            "a parent's children out of {} cached pods: by owner-UID index vs a scan of the namespace (peer column)",
+            s.scale_objects * s.replicas as usize
+        ),
+        scanned.as_secs_f64() * 1e6,
+        indexed.as_secs_f64() * 1e6,
+        "µs",
+        None,
+    );
     t
+}
+
+/// The effect of the owner-UID index: the operator's own child store, filled with
+/// the pods of `ns` as the API server lists them, asked for every PodSet's pods by
+/// index and by a scan of the namespace. Mean per lookup, `(indexed, scanned)`.
+async fn children_lookup(client: &Client, ns: &str, podsets: &Api<DynamicObject>) -> (Duration, Duration) {
+    use podset_host::kubernetes::store::{ObjectStore, controller_uid};
+    let pods: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod")));
+    let store = ObjectStore::default();
+    store.apply(kube::runtime::watcher::Event::Init);
+    for pod in pods.list(&Default::default()).await.expect("list pods").items {
+        store.apply(kube::runtime::watcher::Event::InitApply(pod));
+    }
+    store.apply(kube::runtime::watcher::Event::InitDone);
+    let uids: Vec<String> =
+        podsets.list(&Default::default()).await.expect("list").items.iter().filter_map(|p| p.uid()).collect();
+    let time = |f: &dyn Fn(&str) -> usize| {
+        let t = Instant::now();
+        let found: usize = uids.iter().map(|u| f(u)).sum();
+        assert_eq!(found, store.len(), "every pod found once");
+        t.elapsed() / u32::try_from(uids.len().max(1)).unwrap_or(u32::MAX)
+    };
+    let indexed = time(&|uid| store.controlled_by(uid).len());
+    let scanned = time(&|uid| store.in_namespace(ns, |o| controller_uid(o) == Some(uid)).len());
+    (indexed, scanned)
 }
 
 /// The p50 of a converged PodSet's decision with `pods` pods, the module alone in
