@@ -308,6 +308,13 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted.get(i).copied().unwrap_or_default()
 }
 
+/// The median over `rounds` of what `f` reads from a round.
+fn median(rounds: &[Round], f: &dyn Fn(&Round) -> f64) -> f64 {
+    let mut v: Vec<f64> = rounds.iter().map(f).collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// Resident memory of `pid` from /proc, in MiB.
 fn rss(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -349,6 +356,20 @@ impl Table {
             None => ("—".into(), "—".into()),
         };
         self.rows.push([what.into(), fmt(peer, unit), fmt(ours, unit), format!("{ratio:.2}×"), goal_s, verdict]);
+    }
+
+    /// A row comparing the medians over the rounds of `peer` and `ours` of what `f`
+    /// reads from a round.
+    fn medians(
+        &mut self,
+        what: &str,
+        peer: &[Round],
+        ours: &[Round],
+        f: &dyn Fn(&Round) -> f64,
+        unit: &str,
+        goal: Option<f64>,
+    ) {
+        self.ratio(what, median(peer, f), median(ours, f), unit, goal);
     }
 
     /// A row of ours alone, against an absolute goal (lower is better).
@@ -469,80 +490,40 @@ async fn main() {
     kcm_rate(1000, 1000);
 
     let (peer, ours, native) = (&rounds[&Who::ReplicaSet], &rounds[&Who::Wasm], &rounds[&Who::Native]);
-    let med = |rs: &[Round], f: &dyn Fn(&Round) -> f64| {
-        let mut v: Vec<f64> = rs.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let secs = |d: Duration| d.as_secs_f64();
     let mut t1 = Table::new(&format!(
         "PodSet vs the ReplicaSet controller: {} objects × {} replicas, {} alternating rounds (medians)",
         s.objects, s.replicas, s.rounds
     ));
-    t1.ratio(
+    t1.medians(
         "time until every object reports all replicas available",
-        med(peer, &|r| secs(r.converge)),
-        med(ours, &|r| secs(r.converge)),
+        peer,
+        ours,
+        &|r| secs(r.converge),
         "s",
         Some(1.0),
     );
-    t1.ratio(
-        "per object, p50",
-        med(peer, &|r| secs(percentile(&r.per_object, 0.5))),
-        med(ours, &|r| secs(percentile(&r.per_object, 0.5))),
-        "s",
-        None,
-    );
-    t1.ratio(
-        "per object, p99",
-        med(peer, &|r| secs(percentile(&r.per_object, 0.99))),
-        med(ours, &|r| secs(percentile(&r.per_object, 0.99))),
-        "s",
-        None,
-    );
-    t1.ratio(
-        "API writes per object (apiserver_request_total)",
-        med(peer, &|r| r.writes_per_object),
-        med(ours, &|r| r.writes_per_object),
-        "",
-        Some(1.0),
-    );
+    t1.medians("per object, p50", peer, ours, &|r| secs(percentile(&r.per_object, 0.5)), "s", None);
+    t1.medians("per object, p99", peer, ours, &|r| secs(percentile(&r.per_object, 0.99)), "s", None);
+    t1.medians("API writes per object (apiserver_request_total)", peer, ours, &|r| r.writes_per_object, "", Some(1.0));
     // Where the writes go: the parent's own writes include the create by the benchmark.
     let parts = ["pods", "the parent (its create included)", "the parent's status", "Events"];
     for (i, part) in parts.iter().enumerate() {
-        t1.ratio(
-            &format!("… of which {part}"),
-            med(peer, &|r| r.writes_by_resource[i]),
-            med(ours, &|r| r.writes_by_resource[i]),
-            "",
-            None,
-        );
+        t1.medians(&format!("… of which {part}"), peer, ours, &|r| r.writes_by_resource[i], "", None);
     }
-    t1.ratio(
-        &format!("scale {} → 1, all objects", s.replicas),
-        med(peer, &|r| secs(r.down)),
-        med(ours, &|r| secs(r.down)),
-        "s",
-        Some(1.0),
-    );
-    t1.ratio(
-        &format!("scale 1 → {}, all objects", s.replicas),
-        med(peer, &|r| secs(r.up)),
-        med(ours, &|r| secs(r.up)),
-        "s",
-        Some(1.0),
-    );
+    t1.medians(&format!("scale {} → 1, all objects", s.replicas), peer, ours, &|r| secs(r.down), "s", Some(1.0));
+    t1.medians(&format!("scale 1 → {}, all objects", s.replicas), peer, ours, &|r| secs(r.up), "s", Some(1.0));
     t1.ratio(
         "converge, against the controller manager at its default 20 QPS",
         secs(default_rate.converge),
-        med(ours, &|r| secs(r.converge)),
+        median(ours, &|r| secs(r.converge)),
         "s",
         None,
     );
     t1.ratio(
         "writes per object, against it at 20 QPS",
         default_rate.writes_per_object,
-        med(ours, &|r| r.writes_per_object),
+        median(ours, &|r| r.writes_per_object),
         "",
         None,
     );
@@ -551,34 +532,17 @@ async fn main() {
         "Same logic, native vs Wasm: guest-podset linked into the operator vs its .wasm, {} × {}, {} alternating rounds (medians)",
         s.objects, s.replicas, s.rounds
     ));
-    tn.ratio(
+    tn.medians(
         "time until every PodSet reports all replicas available",
-        med(native, &|r| secs(r.converge)),
-        med(ours, &|r| secs(r.converge)),
+        native,
+        ours,
+        &|r| secs(r.converge),
         "s",
         Some(1.05),
     );
-    tn.ratio(
-        "per object, p99",
-        med(native, &|r| secs(percentile(&r.per_object, 0.99))),
-        med(ours, &|r| secs(percentile(&r.per_object, 0.99))),
-        "s",
-        None,
-    );
-    tn.ratio(
-        "mean decision inside the operator",
-        med(native, &|r| r.split.mean_decision() * 1e6),
-        med(ours, &|r| r.split.mean_decision() * 1e6),
-        "µs",
-        None,
-    );
-    tn.ratio(
-        "decisions' share of reconcile time, %",
-        med(native, &|r| r.split.decision_share() * 100.0),
-        med(ours, &|r| r.split.decision_share() * 100.0),
-        "",
-        None,
-    );
+    tn.medians("per object, p99", native, ours, &|r| secs(percentile(&r.per_object, 0.99)), "s", None);
+    tn.medians("mean decision inside the operator", native, ours, &|r| r.split.mean_decision() * 1e6, "µs", None);
+    tn.medians("decisions' share of reconcile time, %", native, ours, &|r| r.split.decision_share() * 100.0, "", None);
 
     let mut t2 = Table::new(&format!("The operator at {} PodSets", s.objects));
     if let Some(swap) = swap {
