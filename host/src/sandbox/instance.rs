@@ -1,10 +1,10 @@
 //! What one policy call runs inside: a fresh Store with a memory cap, a CPU deadline
 //! and a bounded log, and nothing else.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
 
 use wasmtime::{Engine, ResourceLimiter};
 
@@ -103,39 +103,105 @@ impl wit::log::Host for Sandbox {
     }
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] on a thread of its own, so a
-/// deadline fires even when every executor thread is busy. Stops when dropped.
+/// Advances the engine's epoch every [`EPOCH_TICK`] on a thread of its own while a
+/// policy call runs, so a deadline fires even when every executor thread is busy, and
+/// parks that thread while none does: ticking forever cost ~1 % of a core at rest
+/// (1 000 wake-ups a second) and 13 % of the operator's CPU samples in a busy run.
+/// Stops when dropped.
 pub(crate) struct EpochTicker {
-    stop: Arc<AtomicBool>,
+    clock: Arc<EpochClock>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// What calls share with the ticker: how many are running, and how to wake it.
+pub(crate) struct EpochClock {
+    running: AtomicUsize,
+    stop: AtomicBool,
+    /// The ticker's thread; set by that thread before it first looks at `running`, so
+    /// a call that finds it unset is seen by that first look instead.
+    thread: OnceLock<Thread>,
+    ticks: AtomicU64,
 }
 
 impl EpochTicker {
     pub(crate) fn start(engine: Engine) -> std::io::Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new().name("policy-epoch".into()).spawn(move || {
-            // Ticks follow the wall clock, not the number of sleeps: on a loaded machine
-            // a sleep oversleeps, and counting sleeps would stretch every deadline.
-            let started = std::time::Instant::now();
+        let clock = Arc::new(EpochClock {
+            running: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            thread: OnceLock::new(),
+            ticks: AtomicU64::new(0),
+        });
+        let shared = clock.clone();
+        let thread = std::thread::Builder::new().name("policy-epoch".into()).spawn(move || shared.tick(&engine))?;
+        Ok(EpochTicker { clock, thread: Some(thread) })
+    }
+
+    /// The handle calls hold to keep the clock going.
+    pub(crate) fn clock(&self) -> Arc<EpochClock> {
+        self.clock.clone()
+    }
+}
+
+impl EpochClock {
+    fn tick(&self, engine: &Engine) {
+        let _ = self.thread.set(std::thread::current());
+        while !self.stop.load(Ordering::SeqCst) {
+            if self.running.load(Ordering::SeqCst) == 0 {
+                // An `unpark` that came first makes this return at once.
+                std::thread::park();
+                continue;
+            }
+            // Ticks follow the wall clock from the wake-up, not the number of sleeps:
+            // on a loaded machine a sleep oversleeps, and counting sleeps would stretch
+            // every deadline; the time spent parked is not owed to anyone, because no
+            // deadline was counting then (a call's deadline is relative to the epoch it
+            // starts at, and the epoch stood still).
+            let started = Instant::now();
             let mut ticks: u128 = 0;
-            while !flag.load(Ordering::Relaxed) {
+            while self.running.load(Ordering::SeqCst) > 0 && !self.stop.load(Ordering::SeqCst) {
                 std::thread::sleep(EPOCH_TICK);
                 let due = started.elapsed().as_nanos() / EPOCH_TICK.as_nanos().max(1);
                 while ticks < due {
                     engine.increment_epoch();
+                    self.ticks.fetch_add(1, Ordering::Relaxed);
                     ticks += 1;
                 }
             }
-        })?;
-        Ok(EpochTicker { stop, thread: Some(thread) })
+        }
+    }
+
+    /// Keeps the epoch advancing until the returned guard drops. Take it before the
+    /// call's deadline is set.
+    pub(crate) fn running(&self) -> Running<'_> {
+        if self.running.fetch_add(1, Ordering::SeqCst) == 0
+            && let Some(t) = self.thread.get()
+        {
+            t.unpark();
+        }
+        Running(self)
+    }
+
+    /// Epoch ticks so far.
+    #[cfg(test)]
+    fn ticks(&self) -> u64 {
+        self.ticks.load(Ordering::Relaxed)
+    }
+}
+
+/// One call in progress; see [`EpochClock::running`].
+pub(crate) struct Running<'a>(&'a EpochClock);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 impl Drop for EpochTicker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.clock.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
+            t.thread().unpark();
             let _ = t.join();
         }
     }
@@ -149,3 +215,41 @@ pub(crate) fn deadline_ticks(deadline: Duration) -> u64 {
 
 /// The `types` interface has no functions; the trait is only a marker.
 impl wit::types::Host for Sandbox {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settle() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    #[test]
+    fn the_epoch_advances_only_while_a_call_runs() {
+        let mut config = wasmtime::Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).expect("engine");
+        let ticker = EpochTicker::start(engine).expect("ticker");
+        let clock = ticker.clock();
+        settle();
+        assert_eq!(clock.ticks(), 0, "no call has run: the ticker must be parked");
+
+        let call = clock.running();
+        settle();
+        let during = clock.ticks();
+        assert!(during > 0, "a call is running: the epoch must advance");
+        drop(call);
+
+        // The ticker notices within a tick; a late wake-up catches up at once, within
+        // the first window, so the second one is quiet.
+        settle();
+        let after = clock.ticks();
+        settle();
+        assert_eq!(clock.ticks(), after, "no call runs any more: the ticker must park again");
+
+        // And it wakes again for the next call.
+        let _call = clock.running();
+        settle();
+        assert!(clock.ticks() > after);
+    }
+}

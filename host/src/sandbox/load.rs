@@ -54,7 +54,8 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
         (false, true) => World::Reconcile(ReconcilePolicyPre::new(pre).map_err(|e| Error::Incompatible(chain(&e)))?),
         _ => return Err(wrong_exports()),
     };
-    let info = Policy::call_info(&pre, limits, &digest.to_string())?;
+    let clock = engine.ticker.clock();
+    let info = Policy::call_info(&pre, limits, &clock, &digest.to_string())?;
     if !compatible(contract_version(), &info.contract) {
         return Err(Error::Incompatible(format!(
             "{}@{} was built for contract {:?}; this host speaks {}",
@@ -67,7 +68,7 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
     declarations::check(&info.declares, matches!(pre, World::PodSet(_)))?;
     let short = digest.to_string();
     let label: Arc<str> = format!("{}@{} ({})", info.name, info.version, &short[..19]).into();
-    Ok(Policy { digest, info, imports, pre, limits: limits.clone(), label })
+    Ok(Policy { digest, info, imports, pre, limits: limits.clone(), clock, label })
 }
 
 fn check_header(bytes: &[u8]) -> Result<()> {

@@ -33,7 +33,7 @@ pub use error::Error;
 use crate::contract::bindings::{
     Declarations, PodsetPolicy, PodsetPolicyPre, PolicyInfo, ReconcilePolicyPre, podset, reconciler,
 };
-use instance::{EpochTicker, Sandbox};
+use instance::{EpochClock, EpochTicker, Sandbox};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -98,7 +98,7 @@ pub struct PolicyEngine {
     /// serves it, and loading the same bytes again while it does costs nothing.
     compiled: Mutex<HashMap<Digest, Weak<Policy>>>,
     calls: Semaphore,
-    _ticker: EpochTicker,
+    ticker: EpochTicker,
     /// Benchmark builds only: decide for guest-podset with its natively linked code.
     #[cfg(feature = "native-podset")]
     native_podset: bool,
@@ -112,6 +112,8 @@ pub struct Policy {
     imports: Vec<String>,
     pre: World,
     limits: Limits,
+    /// Kept going while this policy's calls run.
+    clock: Arc<EpochClock>,
     /// `name@version (sha256:…)`, for logs.
     label: Arc<str>,
 }
@@ -222,7 +224,7 @@ impl PolicyEngine {
             calls: Semaphore::new(limits.concurrency.max(1)),
             limits,
             compiled: Mutex::new(HashMap::new()),
-            _ticker: ticker,
+            ticker,
             #[cfg(feature = "native-podset")]
             native_podset: false,
         })
@@ -328,6 +330,7 @@ impl Policy {
             World::PodSet(pre) => pre.engine(),
             World::Reconcile(pre) => pre.engine(),
         };
+        let _ticking = self.clock.running();
         let mut store = new_store(engine, &self.limits, self.label.clone());
         let result = match (&self.pre, input) {
             (World::PodSet(pre), Input::PodSet(input)) => pre
@@ -353,7 +356,8 @@ impl Policy {
     }
 
     /// Calls the policy's `info` export in a fresh instance.
-    fn call_info(pre: &World, limits: &Limits, label: &str) -> Result<PolicyInfo> {
+    fn call_info(pre: &World, limits: &Limits, clock: &EpochClock, label: &str) -> Result<PolicyInfo> {
+        let _ticking = clock.running();
         match pre {
             World::PodSet(pre) => {
                 let mut store = new_store(pre.engine(), limits, label.into());
