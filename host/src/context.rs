@@ -30,6 +30,7 @@ pub struct ContextSettings {
     pub namespace: Option<String>,
     pub resync: Duration,
     pub concurrency: u16,
+    pub debounce: Duration,
     /// Shared with the client's write counter.
     pub metrics: Arc<Metrics>,
     /// Whether this replica may write (leader election).
@@ -56,6 +57,8 @@ pub struct Context {
     pub resync: Duration,
     /// Parents of one kind reconciled at once.
     pub concurrency: u16,
+    /// How long changes to a parent's children wait for more before it is reconciled.
+    pub debounce: Duration,
     /// Consecutive failures per parent, for the backoff.
     pub failures: Mutex<HashMap<ParentRef, u32>>,
     /// Cancelled when the operator shuts down.
@@ -90,6 +93,7 @@ impl Context {
             policy_cache: CacheHealth::of::<ReconcilePolicy>(),
             resync: settings.resync,
             concurrency: settings.concurrency,
+            debounce: settings.debounce,
             failures: Mutex::default(),
             shutdown,
             leadership: settings.leadership,

@@ -47,6 +47,12 @@ struct RunArgs {
     /// Objects of one kind reconciled at once.
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 8)]
     concurrency: u16,
+    /// How long a change to an object's children (its pods becoming ready one by one)
+    /// waits for more before the object is reconciled, so that a burst is decided, and
+    /// its status written, once. Each new change restarts the wait. Changes to the
+    /// object itself are reconciled at once; 0 reconciles at once on every change.
+    #[arg(long, env = "RECONCILE_DEBOUNCE", default_value = "300ms", value_parser = humantime::parse_duration)]
+    debounce: Duration,
     /// Reconcile every object at least this often.
     #[arg(long, env = "RESYNC_PERIOD", default_value = "5m", value_parser = humantime::parse_duration)]
     resync: Duration,
@@ -246,6 +252,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 identity: args.leader.identity(),
                 namespace_selector: args.namespace_selector,
                 concurrency: args.concurrency,
+                debounce: args.debounce,
                 resync: args.resync,
                 metrics_addr: args.metrics_addr,
                 limits: args.sandbox.limits(),

@@ -49,6 +49,7 @@ pub struct Settings {
     /// that audit logs tell replicas and shards apart.
     pub identity: String,
     pub concurrency: u16,
+    pub debounce: Duration,
     pub resync: Duration,
     pub metrics_addr: SocketAddr,
     pub limits: Limits,
@@ -124,6 +125,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         namespace: settings.namespace.clone(),
         resync: settings.resync,
         concurrency: settings.concurrency,
+        debounce: settings.debounce,
         metrics,
         leadership,
         shard,

@@ -121,6 +121,7 @@ impl Rig {
             namespace: None,
             resync: Duration::from_secs(300),
             concurrency: 1,
+            debounce: Duration::ZERO,
             metrics: Arc::new(Metrics::default()),
             leadership: podset_host::kubernetes::leader::Leadership::alone(),
             shard: podset_host::kubernetes::shard::Shard::all(),

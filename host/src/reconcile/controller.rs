@@ -14,12 +14,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::channel::mpsc::{UnboundedSender, unbounded};
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler};
 use kube::runtime::{WatchStreamExt, watcher};
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
@@ -217,6 +218,7 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
     let writer = reflector::store::Writer::new(shape.parent.clone());
     let writer_reader = writer.as_reader();
     let (requeue_tx, requeue_rx) = unbounded();
+    let (changed_tx, changed_rx) = unbounded();
     let health = CacheHealth::for_resource(&shape.parent.plural, &shape.parent.group);
     let mut guards = Vec::new();
     let mut routes = Vec::new();
@@ -224,7 +226,7 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
         let guard = ctx.watches.acquire(child, Scope::Children);
         let route = Arc::new(Route {
             parent: shape.parent.clone(),
-            notify: requeue_tx.clone(),
+            notify: changed_tx.clone(),
             via: Via::Controller { on_child: child_seen(ctx) },
         });
         guard.watched.add_route(route.clone());
@@ -235,7 +237,7 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
         let guard = ctx.watches.acquire(res, Scope::All);
         let route = Arc::new(Route {
             parent: shape.parent.clone(),
-            notify: requeue_tx.clone(),
+            notify: changed_tx.clone(),
             via: Via::Related { parents: writer_reader.clone(), selectors: selectors.clone() },
         });
         guard.watched.add_route(route.clone());
@@ -252,7 +254,8 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
         routes,
     });
     let stop = ctx.shutdown.child_token();
-    let task = tokio::spawn(run(ctx.clone(), state.clone(), writer, requeue_rx, stop.clone()));
+    let triggers = Triggers { requeue: requeue_rx, changed: changed_rx };
+    let task = tokio::spawn(run(ctx.clone(), state.clone(), writer, triggers, stop.clone()));
     info!(kind = %kind_name(gvk), children = shape.children.len(), related = shape.related.len(), "controller started");
     Running { state, shape, stop, task }
 }
@@ -277,11 +280,34 @@ async fn stop(gvk: &GroupVersionKind, r: Running) {
     info!(kind = %kind_name(gvk), "controller stopped");
 }
 
+/// What re-queues a parent besides a change to the parent itself.
+struct Triggers {
+    /// Asked for by the operator (a policy swapped in or withdrawn): at once.
+    requeue: UnboundedReceiver<ObjectRef<DynamicObject>>,
+    /// A child or related object changed: after the debounce.
+    changed: UnboundedReceiver<ObjectRef<DynamicObject>>,
+}
+
+impl Triggers {
+    /// Children change in bursts: five pods made at once are bound, start and become
+    /// ready a few milliseconds apart, and a reconcile for each change writes a status
+    /// for each. Held for `debounce` after the last change to a parent's children, they
+    /// are decided once. A change to the parent itself (its spec) and a swap are not
+    /// held: a user's edit is acted on at once.
+    fn stream(self, debounce: Duration) -> impl futures::Stream<Item = ObjectRef<DynamicObject>> + Send {
+        let changed = debounced_scheduler(
+            self.changed.map(|parent| ScheduleRequest { message: parent, run_at: tokio::time::Instant::now() }),
+            debounce,
+        );
+        futures::stream::select(self.requeue, changed)
+    }
+}
+
 async fn run(
     ctx: Arc<Context>,
     kind: Arc<KindState>,
     writer: reflector::store::Writer<DynamicObject>,
-    requeue: futures::channel::mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>,
+    triggers: Triggers,
     stop: CancellationToken,
 ) {
     let api: Api<DynamicObject> = match &ctx.namespace {
@@ -305,7 +331,7 @@ async fn run(
         .predicate_filter(decision_inputs, Default::default());
     let grace = stop.clone();
     let controller = Controller::for_stream_with(parents, kind.parents.clone(), kind.resource.clone())
-        .reconcile_on(requeue)
+        .reconcile_on(triggers.stream(ctx.debounce))
         .with_config(ControllerConfig::default().concurrency(ctx.concurrency))
         .graceful_shutdown_on(async move { grace.cancelled().await })
         .run(reconcile, error_policy, Arc::new(KindContext { ctx: ctx.clone(), kind: kind.clone() }))
@@ -339,4 +365,58 @@ fn decision_inputs(p: &DynamicObject) -> Option<u64> {
     p.metadata.deletion_timestamp.is_some().hash(&mut h);
     p.labels().hash(&mut h);
     Some(h.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+
+    fn pod_set(name: &str) -> ObjectRef<DynamicObject> {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("app.example.com", "v1alpha1", "PodSet"));
+        ObjectRef::new_with(name, resource).within("ns")
+    }
+
+    /// Advances the paused clock by `ms` and returns what the stream emitted meanwhile.
+    async fn after(ms: u64, out: &mut (impl futures::Stream<Item = ObjectRef<DynamicObject>> + Unpin)) -> Vec<String> {
+        tokio::time::advance(Duration::from_millis(ms)).await;
+        let mut names = Vec::new();
+        while let Some(Some(r)) = out.next().now_or_never() {
+            names.push(r.name);
+        }
+        names
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_child_changes_is_one_reconcile_after_the_last_and_a_requeue_is_not_held() {
+        let (requeue, requeue_rx) = unbounded();
+        let (changed, changed_rx) = unbounded();
+        let mut out =
+            Box::pin(Triggers { requeue: requeue_rx, changed: changed_rx }.stream(Duration::from_millis(100)));
+
+        // Five pods of `a` change 40 ms apart: each restarts the wait.
+        for _ in 0..5 {
+            changed.unbounded_send(pod_set("a")).expect("send");
+            // The controller polls all the time; here, a poll takes the change in now.
+            assert_eq!(after(0, &mut out).await, Vec::<String>::new());
+            assert_eq!(after(40, &mut out).await, Vec::<String>::new());
+        }
+        // A policy swap re-queues `b` while `a` is held: at once.
+        requeue.unbounded_send(pod_set("b")).expect("send");
+        assert_eq!(after(0, &mut out).await, ["b"]);
+        assert_eq!(after(59, &mut out).await, Vec::<String>::new());
+        assert_eq!(after(2, &mut out).await, ["a"], "100 ms after the last change, once");
+        assert_eq!(after(500, &mut out).await, Vec::<String>::new());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_debounce_every_change_is_passed_on_at_once() {
+        let (_requeue, requeue_rx) = unbounded();
+        let (changed, changed_rx) = unbounded();
+        let mut out = Box::pin(Triggers { requeue: requeue_rx, changed: changed_rx }.stream(Duration::ZERO));
+        changed.unbounded_send(pod_set("a")).expect("send");
+        assert_eq!(after(0, &mut out).await, ["a"]);
+        changed.unbounded_send(pod_set("a")).expect("send");
+        assert_eq!(after(0, &mut out).await, ["a"]);
+    }
 }
