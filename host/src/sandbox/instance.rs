@@ -25,13 +25,17 @@ const MAX_LOG_LINE: usize = 2048;
 pub(crate) struct Sandbox {
     pub(crate) memory: MemoryCap,
     log: CallLog,
+    /// Keeps the epoch advancing for as long as the Store lives, so that no call runs
+    /// without its deadline counting.
+    _ticking: Running,
 }
 
 impl Sandbox {
-    pub(crate) fn new(memory_limit: usize, policy: Arc<str>) -> Self {
+    pub(crate) fn new(memory_limit: usize, policy: Arc<str>, clock: &Arc<EpochClock>) -> Self {
         Sandbox {
             memory: MemoryCap { limit: memory_limit, denied: None },
             log: CallLog { policy, lines: 0, last_error: None },
+            _ticking: clock.running(),
         }
     }
 
@@ -170,15 +174,15 @@ impl EpochClock {
         }
     }
 
-    /// Keeps the epoch advancing until the returned guard drops. Take it before the
-    /// call's deadline is set.
-    pub(crate) fn running(&self) -> Running<'_> {
+    /// Keeps the epoch advancing until the returned guard drops. Taken with each
+    /// Store ([`Sandbox::new`]), before the call's deadline is set.
+    fn running(self: &Arc<Self>) -> Running {
         if self.running.fetch_add(1, Ordering::SeqCst) == 0
             && let Some(t) = self.thread.get()
         {
             t.unpark();
         }
-        Running(self)
+        Running(self.clone())
     }
 
     /// Epoch ticks so far.
@@ -189,9 +193,9 @@ impl EpochClock {
 }
 
 /// One call in progress; see [`EpochClock::running`].
-pub(crate) struct Running<'a>(&'a EpochClock);
+struct Running(Arc<EpochClock>);
 
-impl Drop for Running<'_> {
+impl Drop for Running {
     fn drop(&mut self) {
         self.0.running.fetch_sub(1, Ordering::SeqCst);
     }

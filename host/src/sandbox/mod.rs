@@ -330,8 +330,7 @@ impl Policy {
             World::PodSet(pre) => pre.engine(),
             World::Reconcile(pre) => pre.engine(),
         };
-        let _ticking = self.clock.running();
-        let mut store = new_store(engine, &self.limits, self.label.clone());
+        let mut store = new_store(engine, &self.limits, &self.clock, self.label.clone());
         let result = match (&self.pre, input) {
             (World::PodSet(pre), Input::PodSet(input)) => pre
                 .instantiate(&mut store)
@@ -356,16 +355,15 @@ impl Policy {
     }
 
     /// Calls the policy's `info` export in a fresh instance.
-    fn call_info(pre: &World, limits: &Limits, clock: &EpochClock, label: &str) -> Result<PolicyInfo> {
-        let _ticking = clock.running();
+    fn call_info(pre: &World, limits: &Limits, clock: &Arc<EpochClock>, label: &str) -> Result<PolicyInfo> {
         match pre {
             World::PodSet(pre) => {
-                let mut store = new_store(pre.engine(), limits, label.into());
+                let mut store = new_store(pre.engine(), limits, clock, label.into());
                 let r = pre.instantiate(&mut store).and_then(|i| i.podset_policy_identity().call_info(&mut store));
                 r.map_err(|e| classify(&e, &store, limits))
             }
             World::Reconcile(pre) => {
-                let mut store = new_store(pre.engine(), limits, label.into());
+                let mut store = new_store(pre.engine(), limits, clock, label.into());
                 let r = pre.instantiate(&mut store).and_then(|i| i.podset_policy_identity().call_info(&mut store));
                 r.map_err(|e| classify(&e, &store, limits))
             }
@@ -373,8 +371,8 @@ impl Policy {
     }
 }
 
-fn new_store(engine: &Engine, limits: &Limits, label: Arc<str>) -> Store<Sandbox> {
-    let mut store = Store::new(engine, Sandbox::new(limits.memory_bytes, label));
+fn new_store(engine: &Engine, limits: &Limits, clock: &Arc<EpochClock>, label: Arc<str>) -> Store<Sandbox> {
+    let mut store = Store::new(engine, Sandbox::new(limits.memory_bytes, label, clock));
     store.limiter(|s| &mut s.memory);
     store.epoch_deadline_trap();
     store.set_epoch_deadline(instance::deadline_ticks(limits.deadline));
