@@ -711,8 +711,9 @@ async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
 /// the pods of `ns` as the API server lists them, asked for every PodSet's pods by
 /// index and by a scan of the namespace. Mean per lookup, `(indexed, scanned)`.
 async fn children_lookup(client: &Client, ns: &str, podsets: &Api<DynamicObject>) -> (Duration, Duration) {
+    use podset_host::kubernetes::object::Object;
     use podset_host::kubernetes::store::{ObjectStore, controller_uid};
-    let pods: Api<DynamicObject> =
+    let pods: Api<Object> =
         Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod")));
     let store = ObjectStore::default();
     store.apply(kube::runtime::watcher::Event::Init);

@@ -142,7 +142,7 @@ impl Rig {
             parent_resource: podsets(),
             children: children
                 .into_iter()
-                .map(|o| Observation { resource: Arc::new(pods()), object: Arc::new(o) })
+                .map(|o| Observation { resource: Arc::new(pods()), object: Arc::new(o.into()) })
                 .collect(),
             related: Vec::new(),
             in_flight: InFlight::default(),

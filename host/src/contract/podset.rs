@@ -18,6 +18,7 @@ use super::bindings::podset::{
 use super::bindings::{Condition, ConditionStatus, KeyValue};
 use crate::conditions::{self, HOST_CONDITIONS};
 use crate::crd::{PodSetSpec, PodSetStatus};
+use crate::kubernetes::object::Object;
 use crate::reconcile::check::Rejection;
 use crate::reconcile::observe::{ChildKey, Observed};
 use crate::reconcile::plan::Plan;
@@ -106,7 +107,7 @@ pub fn input(observed: &Observed) -> Result<Input, Rejection> {
 /// The typed actions as a plan, after the PodSet's own checks.
 pub fn plan(actions: Vec<Action>, observed: &Observed) -> Result<Plan, Rejection> {
     let view = PodSetView::of(&observed.parent)?;
-    let owned: Vec<&DynamicObject> = observed.children.iter().map(|c| c.object.as_ref()).collect();
+    let owned: Vec<&Object> = observed.children.iter().map(|c| c.object.as_ref()).collect();
     let mut plan = Plan::default();
     let mut creates = 0;
     // A template the restricted profile refuses is the PodSet's own fault: say so as
@@ -191,7 +192,7 @@ pub fn pod(view: &PodSetView, action: &CreatePod) -> Value {
     value
 }
 
-fn check_status(s: &PodsetStatus, observed: &Observed, owned: &[&DynamicObject]) -> Result<(), Rejection> {
+fn check_status(s: &PodsetStatus, observed: &Observed, owned: &[&Object]) -> Result<(), Rejection> {
     let bad = |m: String| Err(Rejection::InvalidStatus(m));
     let generation = observed.parent.metadata.generation.unwrap_or(0);
     if s.observed_generation < 0 || s.observed_generation > generation {
@@ -266,10 +267,9 @@ fn key_values(m: &BTreeMap<String, String>) -> Vec<KeyValue> {
     m.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect()
 }
 
-/// The few fields of a cached pod the policy is told, read in place (no copy of the
-/// pod's JSON).
-#[derive(Deserialize, Default)]
-#[serde(default, rename_all = "camelCase")]
+/// The few fields of a cached pod the policy is told, parsed from the pod's JSON text
+/// (the rest is skipped).
+#[derive(Default)]
 struct PodView {
     spec: PodSpecView,
     status: PodStatusView,
@@ -303,19 +303,22 @@ struct ContainerStatusView {
     restart_count: i32,
 }
 
-fn view(pod: &DynamicObject) -> PodView {
-    PodView::deserialize(&pod.data).unwrap_or_default()
+fn view(pod: &Object) -> PodView {
+    PodView {
+        spec: pod.parse("spec").ok().flatten().unwrap_or_default(),
+        status: pod.parse("status").ok().flatten().unwrap_or_default(),
+    }
 }
 
 /// Pending or Running and not terminating: a pod that counts towards `spec.replicas`.
 /// A pod with no phase yet was just created, so it is Pending.
-pub fn is_active(pod: &DynamicObject) -> bool {
+pub fn is_active(pod: &Object) -> bool {
     let phase = view(pod).status.phase;
     matches!(phase.as_deref().unwrap_or("Pending"), "Pending" | "Running") && pod.metadata.deletion_timestamp.is_none()
 }
 
 /// The pod as a policy sees it.
-pub fn to_policy_pod(pod: &DynamicObject) -> WitPod {
+pub fn to_policy_pod(pod: &Object) -> WitPod {
     let v = view(pod);
     let phase = match v.status.phase.as_deref() {
         Some("Running") => PodPhase::Running,

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use kube::ResourceExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta as K8sObjectMeta;
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
 
@@ -16,9 +16,9 @@ use crate::reconcile::plan::{Note, Plan};
 /// What the policy is told.
 pub fn input(observed: &Observed) -> Input {
     Input {
-        parent: object(&observed.parent_resource, &observed.parent),
-        children: observed.children.iter().map(|c| object(&c.resource, &c.object)).collect(),
-        related: observed.related.iter().map(|r| object(&r.resource, &r.object)).collect(),
+        parent: object(&observed.parent_resource, &observed.parent.metadata, parent_body(&observed.parent)),
+        children: observed.children.iter().map(|c| object(&c.resource, &c.object.metadata, c.object.body())).collect(),
+        related: observed.related.iter().map(|r| object(&r.resource, &r.object.metadata, r.object.body())).collect(),
         in_flight: InFlight {
             creations: observed.in_flight.creations.iter().map(to_object_key).collect(),
             deletions: observed.in_flight.deletions.iter().map(to_object_key).collect(),
@@ -53,8 +53,14 @@ fn parse(what: &str, json: &str) -> Result<Value, Rejection> {
     serde_json::from_str(json).map_err(|e| Rejection::Malformed { what: what.into(), error: e.to_string() })
 }
 
-fn object(resource: &ApiResource, obj: &DynamicObject) -> Object {
-    let m = &obj.metadata;
+/// The parent's body: its cache (kube-runtime's) holds it as a JSON tree.
+fn parent_body(parent: &DynamicObject) -> String {
+    serde_json::to_string(&parent.data).unwrap_or_else(|_| "{}".into())
+}
+
+/// An object as the contract carries it; the children and related caches keep `body`
+/// as JSON text already.
+fn object(resource: &ApiResource, m: &K8sObjectMeta, body: String) -> Object {
     Object {
         kind: GroupVersionKind {
             group: resource.group.clone(),
@@ -62,9 +68,9 @@ fn object(resource: &ApiResource, obj: &DynamicObject) -> Object {
             kind: resource.kind.clone(),
         },
         meta: ObjectMeta {
-            name: obj.name_any(),
-            namespace: obj.namespace().unwrap_or_default(),
-            uid: obj.uid().unwrap_or_default(),
+            name: m.name.clone().unwrap_or_default(),
+            namespace: m.namespace.clone().unwrap_or_default(),
+            uid: m.uid.clone().unwrap_or_default(),
             generation: m.generation.unwrap_or(0),
             resource_version: m.resource_version.clone().unwrap_or_default(),
             labels: key_values(m.labels.as_ref()),
@@ -73,7 +79,7 @@ fn object(resource: &ApiResource, obj: &DynamicObject) -> Object {
             deleting: m.deletion_timestamp.is_some(),
             finalizers: m.finalizers.clone().unwrap_or_default(),
         },
-        body: serde_json::to_string(&obj.data).unwrap_or_else(|_| "{}".into()),
+        body,
     }
 }
 

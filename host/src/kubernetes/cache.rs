@@ -25,6 +25,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use super::store::prune;
+
 /// Where one cache stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CacheState {
@@ -198,8 +200,8 @@ pub fn track<T>(
     })
 }
 
-/// The cache of `api` in a kube-runtime store: [`relisting`], reflected into
-/// `writer`, then [`track`]ed.
+/// The cache of `api` in a kube-runtime store: [`relisting`], [`prune`]d, reflected
+/// into `writer`, then [`track`]ed.
 pub fn reflected<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -210,7 +212,8 @@ where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    track(relisting(api, config).reflect(writer), health, |e| matches!(e, Event::InitDone))
+    let pruned = relisting(api, config).modify(|o| prune(o.meta_mut()));
+    track(pruned.reflect(writer), health, |e| matches!(e, Event::InitDone))
 }
 
 #[cfg(test)]

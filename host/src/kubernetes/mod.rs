@@ -1,13 +1,15 @@
 //! Kubernetes plumbing: the client (with its write counter), the caches every
-//! reconcile reads from (with the health that gates reconciles and `/readyz`), the
-//! shared watches of children and related kinds, the access checks made when a
-//! policy loads, leader election, and the namespaces a shard serves.
+//! reconcile reads from (with the health that gates reconciles and `/readyz`) and the
+//! compact objects they hold, the shared watches of children and related kinds, the
+//! access checks made when a policy loads, leader election, and the namespaces a
+//! shard serves.
 
 pub mod access;
 pub mod cache;
 pub mod client;
 pub mod events;
 pub mod leader;
+pub mod object;
 pub mod shard;
 pub mod store;
 pub mod watches;

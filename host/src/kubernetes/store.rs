@@ -9,24 +9,26 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
-use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 use parking_lot::RwLock;
+
+use super::object::Object;
 
 /// `(namespace, name)`.
 pub type Key = (String, String);
 
 #[derive(Default)]
 struct Objects {
-    by_key: HashMap<Key, Arc<DynamicObject>>,
+    by_key: HashMap<Key, Arc<Object>>,
     by_controller: HashMap<String, BTreeSet<Key>>,
     /// A list in progress: swapped in at `InitDone`.
-    listing: Option<HashMap<Key, Arc<DynamicObject>>>,
+    listing: Option<HashMap<Key, Arc<Object>>>,
 }
 
 impl Objects {
-    fn insert(&mut self, obj: Arc<DynamicObject>) {
+    fn insert(&mut self, obj: Arc<Object>) {
         let key = key_of(&obj);
         if let Some(old) = self.by_key.insert(key.clone(), obj.clone()) {
             self.unindex(&key, &old);
@@ -36,13 +38,13 @@ impl Objects {
         }
     }
 
-    fn remove(&mut self, key: &Key) -> Option<Arc<DynamicObject>> {
+    fn remove(&mut self, key: &Key) -> Option<Arc<Object>> {
         let old = self.by_key.remove(key)?;
         self.unindex(key, &old);
         Some(old)
     }
 
-    fn unindex(&mut self, key: &Key, old: &DynamicObject) {
+    fn unindex(&mut self, key: &Key, old: &Object) {
         if let Some(uid) = controller_uid(old)
             && let Some(keys) = self.by_controller.get_mut(uid)
         {
@@ -63,22 +65,23 @@ impl ObjectStore {
     /// Applies one watch event. Returns the objects it touched, each with whether it is
     /// gone, including those that vanished while the watch was broken (found missing
     /// when a relist completes), so their parents can be told.
-    pub fn apply(&self, event: Event<DynamicObject>) -> Vec<(Arc<DynamicObject>, bool)> {
+    pub fn apply(&self, event: Event<Object>) -> Vec<(Arc<Object>, bool)> {
         let mut inner = self.inner.write();
         match event {
             Event::Init => {
                 inner.listing = Some(HashMap::new());
                 Vec::new()
             }
-            Event::InitApply(obj) => {
-                let obj = Arc::new(prune(obj));
+            Event::InitApply(mut obj) => {
+                prune(&mut obj.metadata);
+                let obj = Arc::new(obj);
                 inner.listing.get_or_insert_default().insert(key_of(&obj), obj);
                 Vec::new()
             }
             Event::InitDone => {
                 let listed = inner.listing.take().unwrap_or_default();
                 let gone: Vec<Key> = inner.by_key.keys().filter(|k| !listed.contains_key(*k)).cloned().collect();
-                let mut touched: Vec<(Arc<DynamicObject>, bool)> =
+                let mut touched: Vec<(Arc<Object>, bool)> =
                     gone.iter().filter_map(|k| inner.remove(k)).map(|o| (o, true)).collect();
                 for obj in listed.into_values() {
                     // Unchanged objects need no one's attention.
@@ -90,8 +93,9 @@ impl ObjectStore {
                 }
                 touched
             }
-            Event::Apply(obj) => {
-                let obj = Arc::new(prune(obj));
+            Event::Apply(mut obj) => {
+                prune(&mut obj.metadata);
+                let obj = Arc::new(obj);
                 inner.insert(obj.clone());
                 vec![(obj, false)]
             }
@@ -104,18 +108,18 @@ impl ObjectStore {
     }
 
     /// The objects whose controller owner reference carries `uid`.
-    pub fn controlled_by(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
+    pub fn controlled_by(&self, uid: &str) -> Vec<Arc<Object>> {
         let inner = self.inner.read();
         let Some(keys) = inner.by_controller.get(uid) else { return Vec::new() };
         keys.iter().filter_map(|k| inner.by_key.get(k).cloned()).collect()
     }
 
-    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Object>> {
         self.inner.read().by_key.get(&(namespace.to_string(), name.to_string())).cloned()
     }
 
     /// Objects in `namespace` that `keep` accepts.
-    pub fn in_namespace(&self, namespace: &str, keep: impl Fn(&DynamicObject) -> bool) -> Vec<Arc<DynamicObject>> {
+    pub fn in_namespace(&self, namespace: &str, keep: impl Fn(&Object) -> bool) -> Vec<Arc<Object>> {
         let inner = self.inner.read();
         inner.by_key.iter().filter(|((ns, _), o)| ns == namespace && keep(o)).map(|(_, o)| o.clone()).collect()
     }
@@ -129,23 +133,22 @@ impl ObjectStore {
     }
 }
 
-pub fn key_of(obj: &DynamicObject) -> Key {
+pub fn key_of(obj: &Object) -> Key {
     (obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
 /// The UID in `obj`'s controller owner reference, if it has one.
-pub fn controller_uid(obj: &DynamicObject) -> Option<&str> {
+pub fn controller_uid(obj: &Object) -> Option<&str> {
     obj.metadata.owner_references.as_ref()?.iter().find(|r| r.controller == Some(true)).map(|r| r.uid.as_str())
 }
 
-fn same_version(a: &DynamicObject, b: &DynamicObject) -> bool {
+fn same_version(a: &Object, b: &Object) -> bool {
     a.metadata.resource_version.is_some() && a.metadata.resource_version == b.metadata.resource_version
 }
 
 /// Drops what no reconcile reads and what makes cached objects large: the server's
 /// field-management bookkeeping and kubectl's copy of the last applied object.
-pub fn prune<K: kube::Resource>(mut obj: K) -> K {
-    let meta = obj.meta_mut();
+pub fn prune(meta: &mut ObjectMeta) {
     meta.managed_fields = None;
     if let Some(a) = meta.annotations.as_mut() {
         a.remove("kubectl.kubernetes.io/last-applied-configuration");
@@ -153,25 +156,24 @@ pub fn prune<K: kube::Resource>(mut obj: K) -> K {
             meta.annotations = None;
         }
     }
-    obj
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-    use kube::api::ApiResource;
+    use kube::api::{ApiResource, DynamicObject};
 
-    fn pod(name: &str, owner: Option<&str>, rv: &str) -> DynamicObject {
+    fn pod(name: &str, owner: Option<&str>, rv: &str) -> Object {
         let ar = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
         let mut o = DynamicObject::new(name, &ar).within("ns");
         o.metadata.resource_version = Some(rv.into());
         o.metadata.owner_references = owner
             .map(|uid| vec![OwnerReference { controller: Some(true), uid: uid.into(), ..OwnerReference::default() }]);
-        o
+        Object::from(o)
     }
 
-    fn names(objs: Vec<Arc<DynamicObject>>) -> Vec<String> {
+    fn names(objs: Vec<Arc<Object>>) -> Vec<String> {
         let mut n: Vec<String> = objs.iter().map(|o| o.name_any()).collect();
         n.sort();
         n
@@ -219,7 +221,7 @@ mod tests {
         o.metadata.managed_fields = Some(vec![Default::default()]);
         o.metadata.annotations =
             Some([("kubectl.kubernetes.io/last-applied-configuration".to_string(), "{}".to_string())].into());
-        let o = prune(o);
+        prune(&mut o.metadata);
         assert!(o.metadata.managed_fields.is_none() && o.metadata.annotations.is_none());
     }
 }

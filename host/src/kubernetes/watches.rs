@@ -19,6 +19,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
 use super::cache::{CacheHealth, relisting, track};
+use super::object::Object;
 use super::store::ObjectStore;
 use crate::contract::bindings::RelatedKind;
 use crate::contract::declarations::{matches, related_selector};
@@ -46,7 +47,7 @@ pub struct Route {
 
 /// Told of every event on a child: its parent, the child, its resource, and whether
 /// it is gone.
-pub type ChildSeen = Box<dyn Fn(&ObjectRef<DynamicObject>, &DynamicObject, &ApiResource, bool) + Send + Sync>;
+pub type ChildSeen = Box<dyn Fn(&ObjectRef<DynamicObject>, &Object, &ApiResource, bool) + Send + Sync>;
 
 pub enum Via {
     /// A child concerns the parent named by its controller owner reference.
@@ -75,7 +76,7 @@ impl Watched {
     }
 
     /// Sends each parent `obj` concerns to its controller.
-    fn notify(&self, obj: &DynamicObject, gone: bool) {
+    fn notify(&self, obj: &Object, gone: bool) {
         let ns = obj.namespace().unwrap_or_default();
         for route in self.routes.read().iter() {
             match &route.via {
@@ -187,7 +188,7 @@ impl Watches {
         self.entries.lock().values().filter_map(|e| e.watched.upgrade()).map(|w| w.health.clone()).collect()
     }
 
-    fn api(&self, resource: &ApiResource) -> Api<DynamicObject> {
+    fn api(&self, resource: &ApiResource) -> Api<Object> {
         match &self.namespace {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, resource),
             None => Api::all_with(self.client.clone(), resource),
@@ -195,7 +196,7 @@ impl Watches {
     }
 }
 
-async fn run(api: Api<DynamicObject>, scope: Scope, watched: Arc<Watched>, stop: CancellationToken) {
+async fn run(api: Api<Object>, scope: Scope, watched: Arc<Watched>, stop: CancellationToken) {
     let config = match scope {
         Scope::Children => watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}")),
         Scope::All => watcher::Config::default(),

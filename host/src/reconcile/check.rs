@@ -23,6 +23,7 @@ use super::plan::{Checked, Child, Doomed, Note, Plan};
 use super::restrict::{self, Weakening};
 use super::syntax::{condition_reason, dns1123_subdomain, label_value, qualified_name};
 use crate::kubernetes::access::Resolved;
+use crate::kubernetes::object::Object;
 use crate::kubernetes::watches::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// Shortest and longest requeue honoured.
@@ -255,14 +256,20 @@ fn event(note: Note, observed: &Observed) -> Result<Note, Rejection> {
 }
 
 /// Whether every field `desired` sets already holds in `current`: the data (spec, …)
-/// as a JSON subset, and the labels and annotations.
-pub fn already_holds(desired: &DynamicObject, current: &DynamicObject) -> bool {
+/// as a JSON subset, and the labels and annotations. Only the top-level fields
+/// `desired` sets are parsed out of the cached object.
+pub fn already_holds(desired: &DynamicObject, current: &Object) -> bool {
     let subset = |want: &Option<BTreeMap<String, String>>, have: &Option<BTreeMap<String, String>>| {
         want.iter().flatten().all(|(k, v)| have.as_ref().and_then(|h| h.get(k)) == Some(v))
     };
     subset(&desired.metadata.labels, &current.metadata.labels)
         && subset(&desired.metadata.annotations, &current.metadata.annotations)
-        && json_subset(&desired.data, &current.data)
+        && desired.data.as_object().is_some_and(|want| {
+            want.iter().all(|(k, v)| {
+                let have = current.field(k).and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
+                have.is_some_and(|h| json_subset(v, &h))
+            })
+        })
 }
 
 /// `want` ⊆ `have`: objects by key, lists element by element (same length: a list

@@ -9,10 +9,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use kube::api::DynamicObject;
 use parking_lot::Mutex;
 
 use super::observe::{ChildKey, InFlight, ParentRef};
+use crate::kubernetes::object::Object;
 
 /// After this long an unobserved entry is dropped, so a lost watch event delays a
 /// parent instead of wedging it. (The ReplicaSet controller uses 5 minutes.)
@@ -55,7 +55,7 @@ pub enum Seen {
 
 impl Seen {
     /// What the cache shows, given the object it holds under a name (if any).
-    pub fn of(obj: Option<&DynamicObject>) -> Seen {
+    pub fn of(obj: Option<&Object>) -> Seen {
         match obj {
             Some(o) if o.metadata.deletion_timestamp.is_some() => Seen::Terminating,
             Some(_) => Seen::Present,

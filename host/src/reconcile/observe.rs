@@ -12,6 +12,7 @@ use kube::runtime::reflector::ObjectRef;
 use super::expectations::{Expectations, Seen};
 use crate::contract::declarations::{matches, related_selector};
 use crate::kubernetes::access::Resolved;
+use crate::kubernetes::object::Object;
 use crate::kubernetes::watches::Watched;
 
 /// The parent's key: its kind, namespace and name.
@@ -37,11 +38,12 @@ impl std::fmt::Display for ChildKey {
     }
 }
 
-/// An object together with the resource it was read from (list items carry no kind).
+/// A child or related object together with the resource it was read from (list
+/// items carry no kind).
 #[derive(Clone, Debug)]
 pub struct Observation {
     pub resource: Arc<ApiResource>,
-    pub object: Arc<DynamicObject>,
+    pub object: Arc<Object>,
 }
 
 /// Work issued to the API server and not yet seen in the caches.
@@ -200,7 +202,7 @@ pub mod fixtures {
             parent: Arc::new(parent),
             children: children
                 .into_iter()
-                .map(|(r, o)| Observation { resource: Arc::new(r), object: Arc::new(o) })
+                .map(|(r, o)| Observation { resource: Arc::new(r), object: Arc::new(o.into()) })
                 .collect(),
             related: Vec::new(),
             in_flight: InFlight::default(),
