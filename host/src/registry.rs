@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
-use kube::api::DynamicObject;
 use kube::core::{GroupVersionKind, Selector, SelectorExt};
 use kube::runtime::reflector::ObjectRef;
 use parking_lot::RwLock;
@@ -25,6 +24,7 @@ use parking_lot::RwLock;
 use crate::contract::declarations::{kind_name, to_gvk};
 use crate::crd::ReconcilePolicy;
 use crate::kubernetes::access::Resolved;
+use crate::kubernetes::object::Object;
 use crate::sandbox::Policy;
 
 /// A policy that loaded and whose declarations resolved: ready to decide.
@@ -166,13 +166,22 @@ impl Registry {
     }
 
     /// Whether `parent` names a ReconcilePolicy (`spec.policyRef.name`).
-    pub fn named_by(parent: &DynamicObject) -> Option<PolicyRef> {
-        let name = parent.data.get("spec")?.get("policyRef")?.get("name")?.as_str()?;
-        Some(ObjectRef::new(name).within(&parent.namespace().unwrap_or_default()))
+    pub fn named_by(parent: &Object) -> Option<PolicyRef> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Spec {
+            policy_ref: Option<Name>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Name {
+            name: String,
+        }
+        let name = parent.parse::<Spec>("spec").ok()??.policy_ref?.name;
+        Some(ObjectRef::new(&name).within(&parent.namespace().unwrap_or_default()))
     }
 
     /// Whether the ReconcilePolicy `key` (with its selector) is or was a candidate for `parent`.
-    pub fn concerns(&self, key: &PolicyRef, parent: &DynamicObject) -> bool {
+    pub fn concerns(&self, key: &PolicyRef, parent: &Object) -> bool {
         if Self::named_by(parent).as_ref() == Some(key) {
             return true;
         }
@@ -182,7 +191,7 @@ impl Registry {
     }
 
     /// The policy that decides for `parent`, of kind `kind`.
-    pub fn select(&self, parent: &DynamicObject, kind: &GroupVersionKind) -> Selection {
+    pub fn select(&self, parent: &Object, kind: &GroupVersionKind) -> Selection {
         let ns = parent.namespace().unwrap_or_default();
         if let Some(key) = Self::named_by(parent) {
             let named = self.named.read();

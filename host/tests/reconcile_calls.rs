@@ -138,7 +138,7 @@ impl Rig {
     async fn act(&self, parent: DynamicObject, children: Vec<DynamicObject>) -> Vec<Seen> {
         self.seen.lock().expect("log").clear();
         let observed = Observed {
-            parent: Arc::new(parent),
+            parent: Arc::new(parent.into()),
             parent_resource: podsets(),
             children: children
                 .into_iter()

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use kube::ResourceExt;
-use kube::api::DynamicObject;
 use kube::core::GroupVersionKind;
 
 use super::bindings::{Declarations, GroupVersionKind as WitGvk, RelatedKind, SelectorValue};
@@ -99,7 +98,7 @@ fn finalizer_ok(f: &str) -> bool {
 
 /// The labels a related object must carry for `parent`, or `None` when the parent
 /// lacks a label the selector takes a value from (then nothing is related).
-pub fn related_selector(related: &RelatedKind, parent: &DynamicObject) -> Option<BTreeMap<String, String>> {
+pub fn related_selector(related: &RelatedKind, parent: &impl ResourceExt) -> Option<BTreeMap<String, String>> {
     related
         .selector
         .iter()
@@ -123,6 +122,7 @@ pub fn matches(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, St
 mod tests {
     use super::*;
     use crate::contract::bindings::LabelRequirement;
+    use kube::api::DynamicObject;
 
     fn gvk(g: &str, v: &str, k: &str) -> WitGvk {
         WitGvk { group: g.into(), version: v.into(), kind: k.into() }

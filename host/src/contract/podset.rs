@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, HashSet};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSecurityContext, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as K8sCondition, ObjectMeta};
 use kube::ResourceExt;
-use kube::api::DynamicObject;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -57,13 +56,14 @@ pub struct PodSetView {
 }
 
 impl PodSetView {
-    pub fn of(parent: &DynamicObject) -> Result<Self, Rejection> {
+    pub fn of(parent: &Object) -> Result<Self, Rejection> {
         let malformed = |e: serde_json::Error| Rejection::Malformed { what: "PodSet".into(), error: e.to_string() };
-        let spec = PodSetSpec::deserialize(parent.data.get("spec").unwrap_or(&Value::Null)).map_err(malformed)?;
-        let status = match parent.data.get("status") {
-            Some(s) if !s.is_null() => PodSetStatus::deserialize(s).map_err(malformed)?,
-            _ => PodSetStatus::default(),
+        let spec = match parent.parse::<PodSetSpec>("spec").map_err(malformed)? {
+            Some(spec) => spec,
+            // As before: a PodSet without a spec is malformed in the spec's own words.
+            None => PodSetSpec::deserialize(&Value::Null).map_err(malformed)?,
         };
+        let status = parent.parse::<PodSetStatus>("status").map_err(malformed)?.unwrap_or_default();
         Ok(PodSetView { name: parent.name_any(), spec, status })
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta as K8sObjectMeta;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use serde_json::Value;
 
 use super::bindings::reconciler::{Action, EventType, InFlight, Input, Object, ObjectKey, ObjectMeta};
@@ -16,7 +16,7 @@ use crate::reconcile::plan::{Note, Plan};
 /// What the policy is told.
 pub fn input(observed: &Observed) -> Input {
     Input {
-        parent: object(&observed.parent_resource, &observed.parent.metadata, parent_body(&observed.parent)),
+        parent: object(&observed.parent_resource, &observed.parent.metadata, observed.parent.body()),
         children: observed.children.iter().map(|c| object(&c.resource, &c.object.metadata, c.object.body())).collect(),
         related: observed.related.iter().map(|r| object(&r.resource, &r.object.metadata, r.object.body())).collect(),
         in_flight: InFlight {
@@ -53,13 +53,7 @@ fn parse(what: &str, json: &str) -> Result<Value, Rejection> {
     serde_json::from_str(json).map_err(|e| Rejection::Malformed { what: what.into(), error: e.to_string() })
 }
 
-/// The parent's body: its cache (kube-runtime's) holds it as a JSON tree.
-fn parent_body(parent: &DynamicObject) -> String {
-    serde_json::to_string(&parent.data).unwrap_or_else(|_| "{}".into())
-}
-
-/// An object as the contract carries it; the children and related caches keep `body`
-/// as JSON text already.
+/// An object as the contract carries it; the caches keep `body` as JSON text already.
 fn object(resource: &ApiResource, m: &K8sObjectMeta, body: String) -> Object {
     Object {
         kind: GroupVersionKind {

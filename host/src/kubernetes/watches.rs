@@ -11,7 +11,7 @@ use std::sync::{Arc, Weak};
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -41,20 +41,20 @@ pub enum Scope {
 /// Where a change to a watched object is sent: the parent controller of `parent`'s kind.
 pub struct Route {
     pub parent: ApiResource,
-    pub notify: UnboundedSender<ObjectRef<DynamicObject>>,
+    pub notify: UnboundedSender<ObjectRef<Object>>,
     pub via: Via,
 }
 
 /// Told of every event on a child: its parent, the child, its resource, and whether
 /// it is gone.
-pub type ChildSeen = Box<dyn Fn(&ObjectRef<DynamicObject>, &Object, &ApiResource, bool) + Send + Sync>;
+pub type ChildSeen = Box<dyn Fn(&ObjectRef<Object>, &Object, &ApiResource, bool) + Send + Sync>;
 
 pub enum Via {
     /// A child concerns the parent named by its controller owner reference.
     Controller { on_child: ChildSeen },
     /// A related object concerns every parent (in `parents`) one of whose `selectors`
     /// it matches.
-    Related { parents: Store<DynamicObject>, selectors: Vec<RelatedKind> },
+    Related { parents: Store<Object>, selectors: Vec<RelatedKind> },
 }
 
 /// One watched kind: its store, its health, and who to tell about changes.
@@ -96,7 +96,7 @@ impl Watched {
                     for parent in parents.state().iter().filter(|p| p.namespace().as_deref() == Some(ns.as_str())) {
                         let hit = selectors
                             .iter()
-                            .filter_map(|s| related_selector(s, parent))
+                            .filter_map(|s| related_selector(s, parent.as_ref()))
                             .any(|sel| matches(&sel, obj.labels()));
                         if hit {
                             let _ = route

@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -34,6 +34,7 @@ use crate::context::Context;
 use crate::contract::bindings::RelatedKind;
 use crate::contract::declarations::kind_name;
 use crate::kubernetes::cache::{CacheHealth, Caches, reflected};
+use crate::kubernetes::object::Object;
 use crate::kubernetes::watches::{ChildSeen, Route, Scope, Via, WatchGuard, Watched};
 
 /// How long a stopping controller's reconciles in flight get to finish.
@@ -53,9 +54,9 @@ struct Shape {
 pub struct KindState {
     pub resource: ApiResource,
     pub gvk: GroupVersionKind,
-    pub parents: Store<DynamicObject>,
+    pub parents: Store<Object>,
     pub health: CacheHealth,
-    requeue: UnboundedSender<ObjectRef<DynamicObject>>,
+    requeue: UnboundedSender<ObjectRef<Object>>,
     guards: Vec<WatchGuard>,
     routes: Vec<(Arc<Watched>, Arc<Route>)>,
 }
@@ -83,7 +84,7 @@ impl KindState {
         Caches::new(all)
     }
 
-    pub fn requeue(&self, parent: &DynamicObject) {
+    pub fn requeue(&self, parent: &Object) {
         let _ = self.requeue.unbounded_send(ObjectRef::from_obj_with(parent, self.resource.clone()));
     }
 
@@ -165,7 +166,7 @@ impl Kinds {
     }
 
     /// Re-queues every parent of `gvk` that `which` selects; returns how many.
-    pub fn requeue(&self, gvk: &GroupVersionKind, which: impl Fn(&DynamicObject) -> bool) -> usize {
+    pub fn requeue(&self, gvk: &GroupVersionKind, which: impl Fn(&Object) -> bool) -> usize {
         let Some(kind) = self.get(gvk) else { return 0 };
         let mut n = 0;
         for parent in kind.parents.state() {
@@ -283,9 +284,9 @@ async fn stop(gvk: &GroupVersionKind, r: Running) {
 /// What re-queues a parent besides a change to the parent itself.
 struct Triggers {
     /// Asked for by the operator (a policy swapped in or withdrawn): at once.
-    requeue: UnboundedReceiver<ObjectRef<DynamicObject>>,
+    requeue: UnboundedReceiver<ObjectRef<Object>>,
     /// A child or related object changed: after the debounce.
-    changed: UnboundedReceiver<ObjectRef<DynamicObject>>,
+    changed: UnboundedReceiver<ObjectRef<Object>>,
 }
 
 impl Triggers {
@@ -294,7 +295,7 @@ impl Triggers {
     /// for each. Held for `debounce` after the last change to a parent's children, they
     /// are decided once. A change to the parent itself (its spec) and a swap are not
     /// held: a user's edit is acted on at once.
-    fn stream(self, debounce: Duration) -> impl futures::Stream<Item = ObjectRef<DynamicObject>> + Send {
+    fn stream(self, debounce: Duration) -> impl futures::Stream<Item = ObjectRef<Object>> + Send {
         let changed = debounced_scheduler(
             self.changed.map(|parent| ScheduleRequest { message: parent, run_at: tokio::time::Instant::now() }),
             debounce,
@@ -306,11 +307,11 @@ impl Triggers {
 async fn run(
     ctx: Arc<Context>,
     kind: Arc<KindState>,
-    writer: reflector::store::Writer<DynamicObject>,
+    writer: reflector::store::Writer<Object>,
     triggers: Triggers,
     stop: CancellationToken,
 ) {
-    let api: Api<DynamicObject> = match &ctx.namespace {
+    let api: Api<Object> = match &ctx.namespace {
         Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &kind.resource),
         None => Api::all_with(ctx.client.clone(), &kind.resource),
     };
@@ -358,7 +359,7 @@ async fn run(
 /// What a reconcile decides from, of the parent itself: its generation (the spec),
 /// whether it is being deleted, and its labels (they select canary policies and
 /// related objects).
-fn decision_inputs(p: &DynamicObject) -> Option<u64> {
+fn decision_inputs(p: &Object) -> Option<u64> {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let mut h = DefaultHasher::new();
     p.metadata.generation.hash(&mut h);
@@ -372,13 +373,13 @@ mod tests {
     use super::*;
     use futures::FutureExt;
 
-    fn pod_set(name: &str) -> ObjectRef<DynamicObject> {
+    fn pod_set(name: &str) -> ObjectRef<Object> {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("app.example.com", "v1alpha1", "PodSet"));
         ObjectRef::new_with(name, resource).within("ns")
     }
 
     /// Advances the paused clock by `ms` and returns what the stream emitted meanwhile.
-    async fn after(ms: u64, out: &mut (impl futures::Stream<Item = ObjectRef<DynamicObject>> + Unpin)) -> Vec<String> {
+    async fn after(ms: u64, out: &mut (impl futures::Stream<Item = ObjectRef<Object>> + Unpin)) -> Vec<String> {
         tokio::time::advance(Duration::from_millis(ms)).await;
         let mut names = Vec::new();
         while let Some(Some(r)) = out.next().now_or_never() {

@@ -18,6 +18,7 @@ use super::status::{self, Outcome};
 use crate::context::Context;
 use crate::error::{ChildAction, Error, Result};
 use crate::kubernetes::events::{Origin, event};
+use crate::kubernetes::object::Object;
 use crate::registry::Admitted;
 
 /// The annotation on every parent naming the digest of the policy that decided it last.
@@ -38,7 +39,7 @@ pub async fn execute(
 ) -> Result<Duration> {
     let parent = &observed.parent;
     let ns = parent.namespace().unwrap_or_default();
-    let parent_api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &observed.parent_resource);
+    let parent_api: Api<Object> = Api::namespaced_with(ctx.client.clone(), &ns, &observed.parent_resource);
     let manager = admitted.field_manager();
     let act = Act { ctx, observed, ns: &ns, manager: &manager };
     let patch = metadata(parent, admitted);
@@ -88,7 +89,7 @@ struct MetadataPatch {
 
 /// One metadata patch at most: the policy's finalizer (on a parent not being deleted)
 /// and the digest annotation, each only when missing.
-fn metadata(parent: &DynamicObject, admitted: &Admitted) -> Option<MetadataPatch> {
+fn metadata(parent: &Object, admitted: &Admitted) -> Option<MetadataPatch> {
     let digest = admitted.policy.digest().to_string();
     let mut patch = serde_json::Map::new();
     if parent.annotations().get(DIGEST_ANNOTATION) != Some(&digest) {
@@ -110,17 +111,13 @@ fn metadata(parent: &DynamicObject, admitted: &Admitted) -> Option<MetadataPatch
 }
 
 /// Writes `patch`, if any; returns the parent as the server then holds it.
-async fn patch_metadata(
-    api: &Api<DynamicObject>,
-    parent: &DynamicObject,
-    patch: Option<MetadataPatch>,
-) -> Result<Option<DynamicObject>> {
+async fn patch_metadata(api: &Api<Object>, parent: &Object, patch: Option<MetadataPatch>) -> Result<Option<Object>> {
     let Some(MetadataPatch { patch, .. }) = patch else { return Ok(None) };
     let merge = Patch::Merge(json!({ "metadata": patch }));
     Ok(Some(api.patch(&parent.name_any(), &PatchParams::default(), &merge).await?))
 }
 
-async fn remove_finalizer(api: &Api<DynamicObject>, parent: &DynamicObject, finalizer: &str) -> Result<()> {
+async fn remove_finalizer(api: &Api<Object>, parent: &Object, finalizer: &str) -> Result<()> {
     if !parent.finalizers().iter().any(|f| f == finalizer) {
         return Ok(());
     }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -33,6 +33,7 @@ use crate::conditions::{POLICY_FAILED, RECONCILE_FAILED};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::kubernetes::events::{Origin, event};
+use crate::kubernetes::object::Object;
 use crate::registry::{Admitted, Registry, Selection};
 use controller::KindState;
 use decide::Failed;
@@ -55,7 +56,7 @@ pub struct KindContext {
 }
 
 /// One reconcile of one parent.
-pub async fn reconcile(parent: Arc<DynamicObject>, kc: Arc<KindContext>) -> Result<Action> {
+pub async fn reconcile(parent: Arc<Object>, kc: Arc<KindContext>) -> Result<Action> {
     let key = ObjectRef::from_obj_with(parent.as_ref(), kc.kind.resource.clone());
     let span = info_span!("reconcile", kind = %kc.kind.resource.kind, object = %format!("{}/{}", parent.namespace().unwrap_or_default(), parent.name_any()));
     async move {
@@ -192,7 +193,7 @@ async fn until(ctx: &Context, ready: impl std::future::Future<Output = ()>) -> b
 async fn report_failure(
     ctx: &Context,
     resource: &ApiResource,
-    parent: &DynamicObject,
+    parent: &Object,
     condition: &'static str,
     reason: &str,
     message: &str,
@@ -204,8 +205,7 @@ async fn report_failure(
     let ev = event(EventType::Warning, condition, "Reconcile", format!("{reason}: {message}"), None);
     ctx.events.publish(&reference, ev, Origin::Host);
     let next = status::next(parent, None, Some(status::Failure { condition, reason, message }));
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &parent.namespace().unwrap_or_default(), resource);
+    let api: Api<Object> = Api::namespaced_with(ctx.client.clone(), &parent.namespace().unwrap_or_default(), resource);
     let key = ObjectRef::from_obj_with(parent, resource.clone());
     if let Err(e) = status::write(&api, &ctx.written, &key, parent, next).await {
         warn!(object = %parent.name_any(), "cannot write the PolicyFailed condition: {e}");
@@ -213,7 +213,7 @@ async fn report_failure(
 }
 
 /// Per-object exponential backoff; other parents are unaffected.
-pub fn error_policy(parent: Arc<DynamicObject>, error: &Error, kc: Arc<KindContext>) -> Action {
+pub fn error_policy(parent: Arc<Object>, error: &Error, kc: Arc<KindContext>) -> Action {
     kc.ctx.metrics.reconcile_failed(error.metric_label());
     let key = ObjectRef::from_obj_with(parent.as_ref(), kc.kind.resource.clone());
     let attempts = {

@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use kube::runtime::reflector::ObjectRef;
 
 use super::expectations::{Expectations, Seen};
@@ -16,7 +16,7 @@ use crate::kubernetes::object::Object;
 use crate::kubernetes::watches::Watched;
 
 /// The parent's key: its kind, namespace and name.
-pub type ParentRef = ObjectRef<DynamicObject>;
+pub type ParentRef = ObjectRef<Object>;
 
 /// Names one child: its kind and name (children share the parent's namespace).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -56,7 +56,7 @@ pub struct InFlight {
 /// Everything one decision is made from.
 #[derive(Clone, Debug)]
 pub struct Observed {
-    pub parent: Arc<DynamicObject>,
+    pub parent: Arc<Object>,
     pub parent_resource: ApiResource,
     pub children: Vec<Observation>,
     pub related: Vec<Observation>,
@@ -93,7 +93,7 @@ pub trait Caches {
 
 /// Gathers what `parent` looks like now, for the policy `resolved` describes.
 pub fn gather(
-    parent: Arc<DynamicObject>,
+    parent: Arc<Object>,
     parent_resource: &ApiResource,
     resolved: &Resolved,
     caches: &impl Caches,
@@ -114,7 +114,7 @@ pub fn gather(
     }
     let mut related = Vec::new();
     for (resource, kind) in &resolved.related {
-        let (Some(cache), Some(selector)) = (caches.related(resource), related_selector(kind, &parent)) else {
+        let (Some(cache), Some(selector)) = (caches.related(resource), related_selector(kind, parent.as_ref())) else {
             continue;
         };
         let hits = cache.store.in_namespace(&ns, |o| matches(&selector, o.labels()));
@@ -131,7 +131,7 @@ pub fn gather(
 }
 
 /// `obj` as Events reference it.
-pub fn reference_of(obj: &DynamicObject, resource: &ApiResource) -> ObjectReference {
+pub fn reference_of(obj: &Object, resource: &ApiResource) -> ObjectReference {
     ObjectReference {
         api_version: Some(resource.api_version.clone()),
         kind: Some(resource.kind.clone()),
@@ -199,7 +199,7 @@ pub mod fixtures {
     pub fn observed(parent: DynamicObject, children: Vec<(ApiResource, DynamicObject)>) -> Observed {
         Observed {
             parent_resource: podsets(),
-            parent: Arc::new(parent),
+            parent: Arc::new(parent.into()),
             children: children
                 .into_iter()
                 .map(|(r, o)| Observation { resource: Arc::new(r), object: Arc::new(o.into()) })

@@ -12,13 +12,14 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use super::observe::ParentRef;
 use crate::conditions::{self, HOST_CONDITIONS};
 use crate::error::Result;
+use crate::kubernetes::object::Object;
 
 /// How a reconcile failed, for the host's condition of that type
 /// ([`POLICY_FAILED`] or [`RECONCILE_FAILED`]).
@@ -31,7 +32,7 @@ pub struct Failure<'a> {
 /// The status `parent` should have: `from_policy` when the policy decided one (else
 /// the current one), with the host's conditions saying how this reconcile ended:
 /// `failure`'s set, the others cleared.
-pub fn next(parent: &DynamicObject, from_policy: Option<Value>, failure: Option<Failure<'_>>) -> Value {
+pub fn next(parent: &Object, from_policy: Option<Value>, failure: Option<Failure<'_>>) -> Value {
     let current = current(parent);
     let mut next = from_policy.unwrap_or_else(|| current.clone());
     let previous: Vec<Condition> = conditions_of(&current);
@@ -56,9 +57,9 @@ pub fn next(parent: &DynamicObject, from_policy: Option<Value>, failure: Option<
     next
 }
 
-pub fn current(parent: &DynamicObject) -> Value {
-    match parent.data.get("status") {
-        Some(s) if s.is_object() => s.clone(),
+pub fn current(parent: &Object) -> Value {
+    match parent.parse::<Value>("status") {
+        Ok(Some(s)) if s.is_object() => s,
         _ => Value::Object(Map::new()),
     }
 }
@@ -105,10 +106,10 @@ pub enum Outcome {
 
 /// Writes `next` as `parent`'s status unless nothing would change.
 pub async fn write(
-    api: &Api<DynamicObject>,
+    api: &Api<Object>,
     written: &Written,
     key: &ParentRef,
-    parent: &DynamicObject,
+    parent: &Object,
     next: Value,
 ) -> Result<Outcome> {
     let current = current(parent);
@@ -175,12 +176,12 @@ mod tests {
     use crate::conditions::{POLICY_FAILED, RECONCILE_FAILED};
     use serde_json::json;
 
-    fn parent(status: Value) -> DynamicObject {
+    fn parent(status: Value) -> Object {
         let ar = kube::api::ApiResource::erase::<crate::crd::PodSet>(&());
-        let mut p = DynamicObject::new("web", &ar).within("ns");
+        let mut p = kube::api::DynamicObject::new("web", &ar).within("ns");
         p.metadata.generation = Some(3);
         p.data = json!({ "spec": {}, "status": status });
-        p
+        p.into()
     }
 
     fn apply(base: &Value, patch: &Value) -> Value {

@@ -79,12 +79,13 @@ fn declare(ctx: &Context, rp: &ReconcilePolicy) {
 /// (or report that none can decide) at once.
 fn withdraw(ctx: &Arc<Context>, key: &PolicyRef) {
     let served = ctx.registry.serving(key);
-    let concerned: Option<(kube::core::GroupVersionKind, Vec<Arc<kube::api::DynamicObject>>)> = served.map(|a| {
-        let kind = a.parent_kind();
-        let parents = ctx.kinds.get(&kind).map(|k| k.parents.state()).unwrap_or_default();
-        let concerned = parents.into_iter().filter(|p| ctx.registry.concerns(key, p)).collect();
-        (kind, concerned)
-    });
+    let concerned: Option<(kube::core::GroupVersionKind, Vec<Arc<crate::kubernetes::object::Object>>)> =
+        served.map(|a| {
+            let kind = a.parent_kind();
+            let parents = ctx.kinds.get(&kind).map(|k| k.parents.state()).unwrap_or_default();
+            let concerned = parents.into_iter().filter(|p| ctx.registry.concerns(key, p)).collect();
+            (kind, concerned)
+        });
     ctx.registry.remove(key);
     let ctx = ctx.clone();
     let key = key.clone();

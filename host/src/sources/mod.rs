@@ -25,13 +25,13 @@ pub async fn admit(ctx: &Context, policy: Arc<Policy>) -> Result<Admitted, Acces
 pub async fn swapped(
     ctx: &Arc<Context>,
     kind: &kube::core::GroupVersionKind,
-    concerned: impl Fn(&kube::api::DynamicObject) -> bool,
+    concerned: impl Fn(&crate::kubernetes::object::Object) -> bool,
 ) -> usize {
     ctx.kinds.sync(ctx).await;
     ctx.kinds.requeue(kind, concerned)
 }
 
 /// Whether `admitted` is the policy that decides `parent` now.
-pub fn decides(ctx: &Context, admitted: &Arc<Admitted>, parent: &kube::api::DynamicObject) -> bool {
+pub fn decides(ctx: &Context, admitted: &Arc<Admitted>, parent: &crate::kubernetes::object::Object) -> bool {
     matches!(ctx.registry.select(parent, &admitted.parent_kind()), Selection::Ready(a) if Arc::ptr_eq(&a, admitted))
 }
