@@ -34,8 +34,11 @@ pub const MANAGED_BY: &str = "podset-host";
 pub enum Scope {
     /// Children: only objects carrying [`MANAGED_BY_LABEL`].
     Children,
-    /// Related objects: every object of the kind in the operator's namespaces.
-    All,
+    /// Every object not carrying [`MANAGED_BY_LABEL`]: with the `Children` watch of the
+    /// same kind, every object in the operator's namespaces, each held once. Related
+    /// objects are read from both, so a kind that is one policy's children and
+    /// another's related objects (pods, typically) is not cached twice.
+    Unmanaged,
 }
 
 /// Where a change to a watched object is sent: the parent controller of `parent`'s kind.
@@ -67,6 +70,17 @@ pub struct Watched {
 }
 
 impl Watched {
+    /// An empty cache of `resource` in `scope`, not yet fed by a watch.
+    pub fn new(resource: &ApiResource, scope: Scope) -> Self {
+        Watched {
+            resource: Arc::new(resource.clone()),
+            scope,
+            store: ObjectStore::default(),
+            health: CacheHealth::for_resource(&resource.plural, &resource.group),
+            routes: RwLock::default(),
+        }
+    }
+
     pub fn add_route(&self, route: Arc<Route>) {
         self.routes.write().push(route);
     }
@@ -168,14 +182,7 @@ impl Watches {
             e.users += 1;
             return WatchGuard { watches: self.clone(), key, watched };
         }
-        let health = CacheHealth::for_resource(&resource.plural, &resource.group);
-        let watched = Arc::new(Watched {
-            resource: Arc::new(resource.clone()),
-            scope,
-            store: ObjectStore::default(),
-            health: health.clone(),
-            routes: RwLock::default(),
-        });
+        let watched = Arc::new(Watched::new(resource, scope));
         let stop = self.shutdown.child_token();
         tokio::spawn(run(self.api(resource), scope, watched.clone(), stop.clone()));
         tracing::info!(kind = %resource.plural, ?scope, "watch started");
@@ -199,7 +206,7 @@ impl Watches {
 async fn run(api: Api<Object>, scope: Scope, watched: Arc<Watched>, stop: CancellationToken) {
     let config = match scope {
         Scope::Children => watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}")),
-        Scope::All => watcher::Config::default(),
+        Scope::Unmanaged => watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}!={MANAGED_BY}")),
     };
     let store_events = {
         let watched = watched.clone();

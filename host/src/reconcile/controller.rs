@@ -80,7 +80,7 @@ impl KindState {
         };
         let mut all = vec![self.health.clone()];
         all.extend(children.iter().filter_map(|r| watched(Scope::Children, r)));
-        all.extend(related.iter().filter_map(|r| watched(Scope::All, r)));
+        all.extend(related.iter().flat_map(|r| [watched(Scope::Children, r), watched(Scope::Unmanaged, r)]).flatten());
         Caches::new(all)
     }
 
@@ -101,8 +101,8 @@ impl super::observe::Caches for KindState {
         self.find(Scope::Children, resource)
     }
 
-    fn related(&self, resource: &ApiResource) -> Option<&Watched> {
-        self.find(Scope::All, resource)
+    fn unmanaged(&self, resource: &ApiResource) -> Option<&Watched> {
+        self.find(Scope::Unmanaged, resource)
     }
 }
 
@@ -234,16 +234,20 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
         routes.push((guard.watched.clone(), route));
         guards.push(guard);
     }
+    // Related objects are those the host manages (in the children watch of their kind,
+    // shared with any parent kind that owns them) and the rest.
     for (res, selectors) in shape.related.values() {
-        let guard = ctx.watches.acquire(res, Scope::All);
-        let route = Arc::new(Route {
-            parent: shape.parent.clone(),
-            notify: changed_tx.clone(),
-            via: Via::Related { parents: writer_reader.clone(), selectors: selectors.clone() },
-        });
-        guard.watched.add_route(route.clone());
-        routes.push((guard.watched.clone(), route));
-        guards.push(guard);
+        for scope in [Scope::Children, Scope::Unmanaged] {
+            let guard = ctx.watches.acquire(res, scope);
+            let route = Arc::new(Route {
+                parent: shape.parent.clone(),
+                notify: changed_tx.clone(),
+                via: Via::Related { parents: writer_reader.clone(), selectors: selectors.clone() },
+            });
+            guard.watched.add_route(route.clone());
+            routes.push((guard.watched.clone(), route));
+            guards.push(guard);
+        }
     }
     let state = Arc::new(KindState {
         resource: shape.parent.clone(),

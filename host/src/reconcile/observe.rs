@@ -87,8 +87,9 @@ impl Observed {
 pub trait Caches {
     /// The children cache of `resource`, or `None` when it is not watched.
     fn children(&self, resource: &ApiResource) -> Option<&Watched>;
-    /// The related-objects cache of `resource`.
-    fn related(&self, resource: &ApiResource) -> Option<&Watched>;
+    /// The cache of the objects of `resource` the host does not manage. Related
+    /// objects are read from it and from the children cache of their kind.
+    fn unmanaged(&self, resource: &ApiResource) -> Option<&Watched>;
 }
 
 /// Gathers what `parent` looks like now, for the policy `resolved` describes.
@@ -114,11 +115,11 @@ pub fn gather(
     }
     let mut related = Vec::new();
     for (resource, kind) in &resolved.related {
-        let (Some(cache), Some(selector)) = (caches.related(resource), related_selector(kind, parent.as_ref())) else {
-            continue;
-        };
-        let hits = cache.store.in_namespace(&ns, |o| matches(&selector, o.labels()));
-        related.extend(hits.into_iter().map(|object| Observation { resource: cache.resource.clone(), object }));
+        let Some(selector) = related_selector(kind, parent.as_ref()) else { continue };
+        for cache in [caches.children(resource), caches.unmanaged(resource)].into_iter().flatten() {
+            let hits = cache.store.in_namespace(&ns, |o| matches(&selector, o.labels()));
+            related.extend(hits.into_iter().map(|object| Observation { resource: cache.resource.clone(), object }));
+        }
     }
     let parent_ref = ObjectRef::from_obj_with(parent.as_ref(), parent_resource.clone());
     let in_flight = expectations.in_flight(&parent_ref, |key| {
@@ -227,5 +228,65 @@ pub mod fixtures {
             m.extend(e.clone());
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::watcher::Event;
+
+    use super::fixtures::{pod, pods, podset, podsets};
+    use super::*;
+    use crate::contract::bindings::{LabelRequirement, RelatedKind, SelectorValue};
+    use crate::kubernetes::watches::{MANAGED_BY, MANAGED_BY_LABEL, Scope};
+
+    struct TwoCaches {
+        children: Watched,
+        unmanaged: Watched,
+    }
+
+    impl Caches for TwoCaches {
+        fn children(&self, _: &ApiResource) -> Option<&Watched> {
+            Some(&self.children)
+        }
+        fn unmanaged(&self, _: &ApiResource) -> Option<&Watched> {
+            Some(&self.unmanaged)
+        }
+    }
+
+    fn labelled(name: &str, labels: &[(&str, &str)]) -> Object {
+        let mut p = pod(name, "Running");
+        p.metadata.owner_references = None;
+        p.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        p.into()
+    }
+
+    #[test]
+    fn related_objects_come_from_the_managed_and_the_unmanaged_cache_each_once() {
+        let caches = TwoCaches {
+            children: Watched::new(&pods(), Scope::Children),
+            unmanaged: Watched::new(&pods(), Scope::Unmanaged),
+        };
+        // A pod the host made for some parent (in the children watch), one made by
+        // someone else (the unmanaged watch), and one that the selector does not pick.
+        let mut managed: Object = pod("made-here", "Running").into();
+        managed.metadata.labels = Some(
+            [("tier".to_string(), "web".to_string()), (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())].into(),
+        );
+        caches.children.store.apply(Event::Apply(managed));
+        caches.unmanaged.store.apply(Event::Apply(labelled("made-elsewhere", &[("tier", "web")])));
+        caches.unmanaged.store.apply(Event::Apply(labelled("other", &[("tier", "db")])));
+        let mut resolved = super::fixtures::resolved(None);
+        resolved.children = Vec::new();
+        let related = RelatedKind {
+            kind: crate::contract::declarations::to_wit(&crate::contract::declarations::pod_kind()),
+            selector: vec![LabelRequirement { key: "tier".into(), value: SelectorValue::Exact("web".into()) }],
+        };
+        resolved.related = vec![(pods(), related)];
+        let parent = Arc::new(Object::from(podset(1)));
+        let observed = gather(parent, &podsets(), &resolved, &caches, &Expectations::default());
+        let mut names: Vec<String> = observed.related.iter().map(|r| r.object.name_any()).collect();
+        names.sort();
+        assert_eq!(names, ["made-elsewhere", "made-here"]);
     }
 }
