@@ -16,6 +16,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::Api;
 use kube::runtime::reflector;
@@ -24,8 +25,6 @@ use kube::runtime::{WatchStreamExt, watcher as new_watcher};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::{info, warn};
-
-use super::store::prune;
 
 /// Where one cache stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,7 +165,7 @@ impl Caches {
 }
 
 /// A watch of `api` that lists afresh after every error (see the module docs) and
-/// backs off between attempts.
+/// backs off between attempts. Objects come [`prune`]d: every cache is fed by it.
 pub fn relisting<K>(api: Api<K>, config: watcher::Config) -> impl Stream<Item = watcher::Result<Event<K>>> + Send
 where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + 'static,
@@ -182,6 +181,7 @@ where
         Some((item, (inner, fresh)))
     })
     .default_backoff()
+    .modify(|o| prune(o.meta_mut()))
 }
 
 /// Keeps `health` in step with a watch stream whose events have already been applied
@@ -200,8 +200,8 @@ pub fn track<T>(
     })
 }
 
-/// The cache of `api` in a kube-runtime store: [`relisting`], [`prune`]d, reflected
-/// into `writer`, then [`track`]ed.
+/// The cache of `api` in a kube-runtime store: [`relisting`], reflected into
+/// `writer`, then [`track`]ed.
 pub fn reflected<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -212,8 +212,19 @@ where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let pruned = relisting(api, config).modify(|o| prune(o.meta_mut()));
-    track(pruned.reflect(writer), health, |e| matches!(e, Event::InitDone))
+    track(relisting(api, config).reflect(writer), health, |e| matches!(e, Event::InitDone))
+}
+
+/// Drops what no reconcile reads and what makes cached objects large: the server's
+/// field-management bookkeeping and kubectl's copy of the last applied object.
+pub fn prune(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+        if a.is_empty() {
+            meta.annotations = None;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -250,5 +261,18 @@ mod tests {
         let e = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status)));
         let text = explain("podsets.app.example.com", &e);
         assert!(text.contains("podsets.app.example.com") && text.contains("CustomResourceDefinition"), "{text}");
+    }
+
+    #[test]
+    fn cached_objects_lose_managed_fields_and_the_last_applied_copy() {
+        let mut o = ObjectMeta {
+            managed_fields: Some(vec![Default::default()]),
+            annotations: Some(
+                [("kubectl.kubernetes.io/last-applied-configuration".to_string(), "{}".to_string())].into(),
+            ),
+            ..ObjectMeta::default()
+        };
+        prune(&mut o);
+        assert!(o.managed_fields.is_none() && o.annotations.is_none());
     }
 }

@@ -9,7 +9,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
 use parking_lot::RwLock;
@@ -72,8 +71,7 @@ impl ObjectStore {
                 inner.listing = Some(HashMap::new());
                 Vec::new()
             }
-            Event::InitApply(mut obj) => {
-                prune(&mut obj.metadata);
+            Event::InitApply(obj) => {
                 let obj = Arc::new(obj);
                 inner.listing.get_or_insert_default().insert(key_of(&obj), obj);
                 Vec::new()
@@ -93,8 +91,7 @@ impl ObjectStore {
                 }
                 touched
             }
-            Event::Apply(mut obj) => {
-                prune(&mut obj.metadata);
+            Event::Apply(obj) => {
                 let obj = Arc::new(obj);
                 inner.insert(obj.clone());
                 vec![(obj, false)]
@@ -144,18 +141,6 @@ pub fn controller_uid(obj: &Object) -> Option<&str> {
 
 fn same_version(a: &Object, b: &Object) -> bool {
     a.metadata.resource_version.is_some() && a.metadata.resource_version == b.metadata.resource_version
-}
-
-/// Drops what no reconcile reads and what makes cached objects large: the server's
-/// field-management bookkeeping and kubectl's copy of the last applied object.
-pub fn prune(meta: &mut ObjectMeta) {
-    meta.managed_fields = None;
-    if let Some(a) = meta.annotations.as_mut() {
-        a.remove("kubectl.kubernetes.io/last-applied-configuration");
-        if a.is_empty() {
-            meta.annotations = None;
-        }
-    }
 }
 
 #[cfg(test)]
@@ -213,15 +198,5 @@ mod tests {
         );
         assert_eq!(gone, [true, false]);
         assert_eq!(names(s.controlled_by("p1")), ["a", "c"]);
-    }
-
-    #[test]
-    fn cached_objects_lose_managed_fields_and_the_last_applied_copy() {
-        let mut o = pod("a", None, "1");
-        o.metadata.managed_fields = Some(vec![Default::default()]);
-        o.metadata.annotations =
-            Some([("kubectl.kubernetes.io/last-applied-configuration".to_string(), "{}".to_string())].into());
-        prune(&mut o.metadata);
-        assert!(o.metadata.managed_fields.is_none() && o.metadata.annotations.is_none());
     }
 }
