@@ -313,7 +313,7 @@ fn view(pod: &Object) -> PodView {
 /// Pending or Running and not terminating: a pod that counts towards `spec.replicas`.
 /// A pod with no phase yet was just created, so it is Pending.
 pub fn is_active(pod: &Object) -> bool {
-    let phase = view(pod).status.phase;
+    let phase = pod.parse::<PodStatusView>("status").ok().flatten().unwrap_or_default().phase;
     matches!(phase.as_deref().unwrap_or("Pending"), "Pending" | "Running") && pod.metadata.deletion_timestamp.is_none()
 }
 
