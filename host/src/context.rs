@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
@@ -78,7 +77,7 @@ impl Context {
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let metrics = settings.metrics;
-        let recorder = Recorder::new(client.clone(), Reporter { controller: "podset-host".into(), instance: None });
+        let events = Events::start(client.clone(), metrics.clone());
         Arc::new(Context {
             watches: Watches::new(client.clone(), settings.namespace.clone(), shutdown.clone()),
             client,
@@ -88,7 +87,7 @@ impl Context {
             kinds: Kinds::default(),
             expectations: Arc::new(Expectations::default()),
             written: Written::default(),
-            events: Events::start(recorder, metrics.clone()),
+            events,
             metrics,
             policy_cache: CacheHealth::of::<ReconcilePolicy>(),
             resync: settings.resync,
