@@ -176,7 +176,7 @@ impl Act<'_> {
                 Ok(())
             }
             Err(e) => {
-                let note = format!("Error creating {}: {e}", kind.to_lowercase());
+                let note = format!("Error creating {}: {}", kind.to_lowercase(), refusal(&e));
                 self.host_event(EventType::Warning, "FailedCreate", "Create", note, None);
                 Err(Error::Child { action: ChildAction::Create, key: child.key().to_string(), source: e })
             }
@@ -195,7 +195,7 @@ impl Act<'_> {
         match self.api(&child.resource).patch(&name, &pp, &Patch::Apply(&child.object)).await {
             Ok(_) => Ok(()),
             Err(e) => {
-                let note = format!("Error applying {} {name}: {e}", child.resource.kind.to_lowercase());
+                let note = format!("Error applying {} {name}: {}", child.resource.kind.to_lowercase(), refusal(&e));
                 self.host_event(EventType::Warning, "FailedApply", "Apply", note, None);
                 Err(Error::Child { action: ChildAction::Apply, key: child.key().to_string(), source: e })
             }
@@ -222,7 +222,7 @@ impl Act<'_> {
             // Already gone, or no longer the child the policy chose.
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
             Err(e) => {
-                let note = format!("Error deleting {kind} {name}: {e}");
+                let note = format!("Error deleting {kind} {name}: {}", refusal(&e));
                 self.host_event(EventType::Warning, "FailedDelete", "Delete", note, Some(about));
                 Err(Error::Child { action: ChildAction::Delete, key: doomed.key.to_string(), source: e })
             }
@@ -243,6 +243,15 @@ impl Act<'_> {
         let ev = event(t, &note.reason, "Reconcile", note.message.clone(), about);
         let parent = self.observed.parent_object_reference();
         self.ctx.events.publish(&parent, ev, Origin::Policy);
+    }
+}
+
+/// Why the API server refused a request, for people: its message, without the
+/// whole `Status` that the error's `Display` appends.
+fn refusal(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        e => e.to_string(),
     }
 }
 
