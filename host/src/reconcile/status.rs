@@ -29,15 +29,21 @@ pub struct Failure<'a> {
     pub message: &'a str,
 }
 
+/// A parent's status as the cache holds it, and as it should be.
+pub struct Next {
+    pub current: Value,
+    pub status: Value,
+}
+
 /// The status `parent` should have: `from_policy` when the policy decided one (else
 /// the current one), with the host's conditions saying how this reconcile ended:
 /// `failure`'s set, the others cleared.
-pub fn next(parent: &Object, from_policy: Option<Value>, failure: Option<Failure<'_>>) -> Value {
+pub fn next(parent: &Object, from_policy: Option<Value>, failure: Option<Failure<'_>>) -> Next {
     let current = current(parent);
     let mut next = from_policy.unwrap_or_else(|| current.clone());
     let previous: Vec<Condition> = conditions_of(&current);
     let mut list: Vec<Condition> = conditions_of(&next);
-    let Some(map) = next.as_object_mut() else { return next };
+    let Some(map) = next.as_object_mut() else { return Next { current, status: next } };
     let host = |c: &Condition| HOST_CONDITIONS.contains(&c.type_.as_str());
     let had = list.iter().any(host) || previous.iter().any(host);
     list.retain(|c| !host(c));
@@ -54,10 +60,10 @@ pub fn next(parent: &Object, from_policy: Option<Value>, failure: Option<Failure
             map.insert("conditions".into(), serde_json::to_value(&list).unwrap_or_default());
         }
     }
-    next
+    Next { current, status: next }
 }
 
-pub fn current(parent: &Object) -> Value {
+fn current(parent: &Object) -> Value {
     match parent.parse::<Value>("status") {
         Ok(Some(s)) if s.is_object() => s,
         _ => Value::Object(Map::new()),
@@ -110,9 +116,9 @@ pub async fn write(
     written: &Written,
     key: &ParentRef,
     parent: &Object,
-    next: Value,
+    next: Next,
 ) -> Result<Outcome> {
-    let current = current(parent);
+    let Next { current, status: next } = next;
     if next == current {
         return Ok(Outcome::Unchanged);
     }
@@ -230,17 +236,19 @@ mod tests {
     fn policy_failed_is_set_kept_and_cleared() {
         let p = parent(json!({ "nodes": ["a"] }));
         let failed =
-            next(&p, None, Some(Failure { condition: POLICY_FAILED, reason: "DeadlineExceeded", message: "too slow" }));
+            next(&p, None, Some(Failure { condition: POLICY_FAILED, reason: "DeadlineExceeded", message: "too slow" }))
+                .status;
         assert_eq!(failed["nodes"], json!(["a"]), "what the policy wrote stays while it fails");
         assert_eq!(failed["conditions"][0]["type"], json!(POLICY_FAILED));
         let p = parent(failed.clone());
         let again =
-            next(&p, None, Some(Failure { condition: POLICY_FAILED, reason: "DeadlineExceeded", message: "too slow" }));
+            next(&p, None, Some(Failure { condition: POLICY_FAILED, reason: "DeadlineExceeded", message: "too slow" }))
+                .status;
         assert_eq!(again, failed, "the same failure rewrites nothing (its transition time is kept)");
-        let recovered = next(&p, Some(json!({ "nodes": ["a", "b"] })), None);
+        let recovered = next(&p, Some(json!({ "nodes": ["a", "b"] })), None).status;
         assert_eq!(recovered, json!({ "nodes": ["a", "b"] }));
         let refused = Failure { condition: RECONCILE_FAILED, reason: "FailedCreate", message: "quota" };
-        let other = next(&p, None, Some(refused));
+        let other = next(&p, None, Some(refused)).status;
         let types: Vec<&str> =
             other["conditions"].as_array().expect("list").iter().filter_map(|c| c["type"].as_str()).collect();
         assert_eq!(types, [RECONCILE_FAILED], "one host condition at a time: how this reconcile ended");
@@ -250,6 +258,8 @@ mod tests {
     fn a_status_without_the_host_condition_is_left_as_the_policy_wrote_it() {
         let p = parent(json!({}));
         let s = json!({ "phase": "Done", "speedBitsPerSec": 1e9 });
-        assert_eq!(next(&p, Some(s.clone()), None), s);
+        let next = next(&p, Some(s.clone()), None);
+        assert_eq!(next.status, s);
+        assert_eq!(next.current, json!({}));
     }
 }
