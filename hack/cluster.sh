@@ -172,7 +172,10 @@ wait_for() {
   shift 2
   deadline=$((SECONDS + secs))
   until "$@" >/dev/null 2>&1; do
-    if ! alive "$(pid_of "$name")"; then
+    # Asked twice before it is called dead: once, node-sim read as dead right after its
+    # start and was running a second later; a process between its execs (setsid, nohup,
+    # env, the binary) can read for an instant as having no command line.
+    if ! alive "$(pid_of "$name")" && ! { sleep 0.2 && alive "$(pid_of "$name")"; }; then
       tail_log "$name" 30
       die "$name exited during startup (full log: $LOG_DIR/$name.log)"
     fi
