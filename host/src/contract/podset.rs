@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSecurityContext, PodSpec, Po
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition as K8sCondition, ObjectMeta};
 use kube::ResourceExt;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::bindings::podset::{
@@ -304,16 +305,19 @@ struct ContainerStatusView {
 }
 
 fn view(pod: &Object) -> PodView {
-    PodView {
-        spec: pod.parse("spec").ok().flatten().unwrap_or_default(),
-        status: pod.parse("status").ok().flatten().unwrap_or_default(),
-    }
+    PodView { spec: part(pod, "spec"), status: part(pod, "status") }
+}
+
+/// The pod's top-level field `name` read into the view `T`; absent, or not of the
+/// view's shape, it reads as empty (a pod just created has no status yet).
+fn part<T: DeserializeOwned + Default>(pod: &Object, name: &str) -> T {
+    pod.parse(name).ok().flatten().unwrap_or_default()
 }
 
 /// Pending or Running and not terminating: a pod that counts towards `spec.replicas`.
 /// A pod with no phase yet was just created, so it is Pending.
 pub fn is_active(pod: &Object) -> bool {
-    let phase = pod.parse::<PodStatusView>("status").ok().flatten().unwrap_or_default().phase;
+    let phase = part::<PodStatusView>(pod, "status").phase;
     matches!(phase.as_deref().unwrap_or("Pending"), "Pending" | "Running") && pod.metadata.deletion_timestamp.is_none()
 }
 
