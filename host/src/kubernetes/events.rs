@@ -222,8 +222,7 @@ fn truncated(note: &str) -> String {
 /// few thousand Events is as likely as a disk's bit error, and would cost a count.
 fn key(ev: &Event, regarding: &ObjectReference) -> u64 {
     let mut h = DefaultHasher::new();
-    (ev.type_ == EventType::Warning).hash(&mut h);
-    (&ev.reason, &ev.action, &ev.note).hash(&mut h);
+    (ev.type_, &ev.reason, &ev.action, &ev.note).hash(&mut h);
     for r in std::iter::once(regarding).chain(ev.secondary.as_ref()) {
         (&r.api_version, &r.kind, &r.namespace, &r.name, &r.uid).hash(&mut h);
     }
