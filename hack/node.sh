@@ -173,10 +173,23 @@ node_record_host() {
 # entering from this node's bridge only, tagged with the node's id so node_down (and
 # node_leftovers) find it.
 node_service_route() {
+  # A run of this checkout that never reached node_down (killed, or the machine went
+  # away) leaves its rule, to that run's API server port; being first, it took the
+  # traffic and the deployed operator could not reach the API server.
+  node_drop_rules
   local rule=(PREROUTING -i "$NODE_BRIDGE" -d 10.0.0.1/32 -p tcp --dport 443
     -m comment --comment "podset-$NODE_ID kubernetes service" -j DNAT --to-destination "$NODE_IP:$1")
   iptables -w -t nat -C "${rule[@]}" 2>/dev/null || iptables -w -t nat -A "${rule[@]}" \
     || die "cannot add the kubernetes Service's DNAT rule: the real node needs iptables' nat table"
+}
+
+# node_drop_rules: removes this node's iptables rules (tagged with its id).
+node_drop_rules() {
+  local rule
+  while rule=$(iptables-save -t nat 2>/dev/null | grep -m1 -- "--comment \"podset-$NODE_ID "); do
+    # shellcheck disable=SC2086 # the saved rule's words are iptables arguments
+    eval "iptables -w -t nat ${rule/-A /-D }" || break
+  done
 }
 
 # node_up KUBELET_BINARY APISERVER_PORT: containerd, the images, the kubelet; waits for
@@ -243,11 +256,7 @@ print(next((n.get("path", "") for n in spec.get("linux", {}).get("namespaces", [
   local m
   for m in $(findmnt -rn -o TARGET | grep -F "$NODE_DIR" | sort -r); do umount -l "$m" 2>/dev/null || true; done
   ip link delete "$NODE_BRIDGE" 2>/dev/null || true
-  local rule
-  while rule=$(iptables-save -t nat 2>/dev/null | grep -m1 -- "--comment \"podset-$NODE_ID "); do
-    # shellcheck disable=SC2086 # the saved rule's words are iptables arguments
-    eval "iptables -w -t nat ${rule/-A /-D }" || break
-  done
+  node_drop_rules
   # cgroups: deepest first, in every hierarchy.
   local h
   for h in /sys/fs/cgroup/*/"$NODE_CGROUP" /sys/fs/cgroup/"$NODE_CGROUP"; do
