@@ -11,6 +11,7 @@ pub mod bench;
 pub mod componentize;
 mod digest;
 mod error;
+mod heap;
 pub mod inspect;
 mod instance;
 mod load;
@@ -249,7 +250,10 @@ impl PolicyEngine {
         if let Some(p) = self.cached(&digest) {
             return Ok(p);
         }
-        let policy = Arc::new(load::load(self, bytes, digest)?);
+        let loaded = load::load(self, bytes, digest);
+        // Loaded or refused, the compiler's scratch memory is free now.
+        heap::release_freed();
+        let policy = Arc::new(loaded?);
         let mut compiled = self.compiled.lock().map_err(|_| Error::Engine("policy cache lock poisoned".into()))?;
         compiled.retain(|_, p| p.strong_count() > 0);
         // Two loads of the same bytes may race; the first one in wins.
