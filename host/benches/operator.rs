@@ -721,11 +721,9 @@ async fn hot_swap(
     replicas: i32,
 ) -> Duration {
     let podsets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &Peer::PodSet.resource());
+    // Decided by `digest`, and still settled at `replicas` (the swap must not cost a pod).
     let decided = |digest: String| {
-        move |o: &DynamicObject| {
-            common::decided_by(o, &digest)
-                && o.data["status"]["availableReplicas"].as_i64() == Some(i64::from(replicas))
-        }
+        move |o: &DynamicObject| common::decided_by(o, &digest) && Peer::PodSet.settled(o, i64::from(replicas))
     };
     until_all(
         &podsets,
