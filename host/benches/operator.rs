@@ -407,7 +407,8 @@ fn cpu_seconds(pid: u32) -> f64 {
 /// state dir).
 fn component_cpu(component: &str) -> f64 {
     let file = common::cluster_dir().join(format!("pids/{component}.pid"));
-    let pid = std::fs::read_to_string(&file).unwrap_or_default().trim().parse().unwrap_or(0);
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let pid = text.trim().parse().unwrap_or_else(|e| panic!("{}: {text:?} is not a pid: {e}", file.display()));
     cpu_seconds(pid)
 }
 
