@@ -22,6 +22,7 @@ trap 'hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
 hack/cluster.sh down >/dev/null 2>&1 || true
 # The benchmarks run on the simulated node only: no real node to start.
 REAL_NODE=0 hack/cluster.sh up >/dev/null || die "the benchmark control plane did not start"
+export PATH="$CLUSTER_DIR/bin:$PATH"
 export PODSET_TEST_KUBECONFIG="$CLUSTER_DIR/kubeconfig" PODSET_POLICY_DIR="$ROOT/target/policy"
 # The operator the benchmark runs: the release build.
 export PODSET_HOST_BIN="$ROOT/target/release/podset-host"

@@ -38,6 +38,8 @@ case "$CLUSTER_DIR" in /*) ;; *) CLUSTER_DIR="$PWD/$CLUSTER_DIR" ;; esac
 CLUSTER_DIR="${CLUSTER_DIR%/}"
 # Marks a directory as ours: `down` refuses to delete a directory without it.
 MARKER="$CLUSTER_DIR/.podset-cluster"
+# The cluster's own kubectl (linked at `up`) comes first.
+[ ! -d "$CLUSTER_DIR/bin" ] || PATH="$CLUSTER_DIR/bin:$PATH"
 PID_DIR="$CLUSTER_DIR/pids"
 LOG_DIR="$CLUSTER_DIR/logs"
 READY_TIMEOUT="${READY_TIMEOUT:-60}"
@@ -312,9 +314,7 @@ cmd_up() {
   local t0=$SECONDS
   command -v setsid >/dev/null || die "setsid (util-linux) is required"
   apt_install openssl curl iproute2
-  # kubectl installs the project's CRDs below.
-  command -v kubectl >/dev/null || apt_install kubernetes-client
-  local ETCD KUBE_APISERVER KUBE_CONTROLLER_MANAGER KUBE_SCHEDULER KUBELET line
+  local ETCD KUBE_APISERVER KUBE_CONTROLLER_MANAGER KUBE_SCHEDULER KUBELET KUBECTL line
   while IFS= read -r line; do
     case "$line" in
       ETCD=*) ETCD=${line#*=} ;;
@@ -322,10 +322,11 @@ cmd_up() {
       KUBE_CONTROLLER_MANAGER=*) KUBE_CONTROLLER_MANAGER=${line#*=} ;;
       KUBE_SCHEDULER=*) KUBE_SCHEDULER=${line#*=} ;;
       KUBELET=*) KUBELET=${line#*=} ;;
+      KUBECTL=*) KUBECTL=${line#*=} ;;
     esac
   done < <("$ROOT/hack/k8s-binaries.sh" || echo FAILED)
   if [ -z "${ETCD:-}" ] || [ -z "${KUBE_APISERVER:-}" ] || [ -z "${KUBE_CONTROLLER_MANAGER:-}" ] \
-    || [ -z "${KUBE_SCHEDULER:-}" ] || [ -z "${KUBELET:-}" ]; then
+    || [ -z "${KUBE_SCHEDULER:-}" ] || [ -z "${KUBELET:-}" ] || [ -z "${KUBECTL:-}" ]; then
     die "hack/k8s-binaries.sh did not provide etcd and the Kubernetes binaries"
   fi
   [ "${REAL_NODE:-1}" = 0 ] || node_check
@@ -355,9 +356,13 @@ cmd_up() {
     fi
   done
 
-  mkdir -p "$CLUSTER_DIR" "$PID_DIR" "$LOG_DIR" "$CLUSTER_DIR/etcd" "$CLUSTER_DIR/certs"
+  mkdir -p "$CLUSTER_DIR" "$PID_DIR" "$LOG_DIR" "$CLUSTER_DIR/etcd" "$CLUSTER_DIR/certs" "$CLUSTER_DIR/bin"
   chmod 700 "$CLUSTER_DIR"
   touch "$MARKER"
+  # The client of the cluster's own version, for the scripts, the tests and the README
+  # (PATH="$CLUSTER_DIR/bin:$PATH").
+  ln -sfn "$KUBECTL" "$CLUSTER_DIR/bin/kubectl"
+  PATH="$CLUSTER_DIR/bin:$PATH"
   # From here on, a failure stops whatever was started: no orphans, logs stay for inspection.
   trap on_failed_up EXIT
 
@@ -453,7 +458,7 @@ EOF
   log "starting kube-apiserver on $APISERVER_URL"
   start kube-apiserver "$KUBE_APISERVER" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" --bind-address="$API_ADDR" --advertise-address="$API_ADDR" \
-    --secure-port="$APISERVER_PORT" --insecure-port=0 --cert-dir="$CLUSTER_DIR/certs" \
+    --secure-port="$APISERVER_PORT" --cert-dir="$CLUSTER_DIR/certs" \
     --tls-cert-file="$CLUSTER_DIR/certs/apiserver.crt" --tls-private-key-file="$CLUSTER_DIR/certs/apiserver.key" \
     --client-ca-file="$CLUSTER_DIR/certs/ca.crt" --kubelet-certificate-authority="$CLUSTER_DIR/certs/ca.crt" \
     --kubelet-client-certificate="$CLUSTER_DIR/certs/apiserver-kubelet-client.crt" \
@@ -461,7 +466,6 @@ EOF
     --service-cluster-ip-range=10.0.0.0/24 --service-account-issuer=https://kubernetes.default.svc \
     --service-account-key-file="$CLUSTER_DIR/certs/sa.pub" --service-account-signing-key-file="$CLUSTER_DIR/certs/sa.key" \
     --token-auth-file="$CLUSTER_DIR/tokens.csv" --authorization-mode=RBAC --allow-privileged=true \
-    --disable-admission-plugins=ServiceAccount \
     --audit-policy-file="$CLUSTER_DIR/audit-policy.yaml" --audit-log-path="$LOG_DIR/audit.log" \
     --audit-log-format=json --audit-log-mode=blocking
   wait_for kube-apiserver "$READY_TIMEOUT" readyz
@@ -483,21 +487,23 @@ EOF
   fi
 
   # deployment + replicaset: the Memcached policy owns a Deployment, and the real
-  # ReplicaSet controller is the peer the benchmarks measure against. nodelifecycle:
-  # takes the not-ready taint off a node once it is Ready. root-ca-cert-publisher: the
-  # kube-root-ca.crt ConfigMap in every namespace, which a pod's projected service
-  # account volume reads the CA from.
-  log "starting kube-controller-manager (garbagecollector, namespace, deployment, replicaset, nodelifecycle, root-ca-cert-publisher)"
+  # ReplicaSet controller is the peer the benchmarks measure against. node-lifecycle:
+  # takes the not-ready taint off a node once it is Ready. root-ca-certificate-publisher:
+  # the kube-root-ca.crt ConfigMap in every namespace, which a pod's service account
+  # volume reads the CA from. serviceaccount: each namespace's `default` ServiceAccount,
+  # without which the ServiceAccount admission plugin refuses the namespace's pods.
+  local controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller
+  controllers+=,node-lifecycle-controller,root-ca-certificate-publisher-controller,serviceaccount-controller
+  log "starting kube-controller-manager (${controllers//-controller/})"
   start kube-controller-manager "$KUBE_CONTROLLER_MANAGER" --kubeconfig="$CLUSTER_DIR/kcm.kubeconfig" \
-    --bind-address=127.0.0.1 --secure-port=0 --port=0 \
-    --controllers=garbagecollector,namespace,deployment,replicaset,nodelifecycle,root-ca-cert-publisher \
+    --bind-address=127.0.0.1 --secure-port=0 --controllers="$controllers" \
     --root-ca-file="$CLUSTER_DIR/certs/ca.crt" --leader-elect=false --use-service-account-credentials=false
 
   # The default client rate (50 QPS) would make the scheduler what a benchmark of
   # thousands of simulated pods measures.
   log "starting kube-scheduler"
   start kube-scheduler "$KUBE_SCHEDULER" --kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" --leader-elect=false \
-    --bind-address=127.0.0.1 --secure-port=0 --port=0 --kube-api-qps=1000 --kube-api-burst=1000
+    --bind-address=127.0.0.1 --secure-port=0 --kube-api-qps=1000 --kube-api-burst=1000
 
   [ "${REAL_NODE:-1}" = 0 ] || node_up "$KUBELET" "$APISERVER_PORT"
 

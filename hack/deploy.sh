@@ -29,22 +29,19 @@ fi
 
 embedded_up() {
   hack/cluster.sh up
+  PATH="$CLUSTER_DIR/bin:$PATH"
   CONTAINERD_SOCK=$(sed -n 's/^CONTAINERD_SOCK=//p' "$CLUSTER_DIR/env")
   [ -S "$CONTAINERD_SOCK" ] || die "the embedded cluster has no real node to load the image into (REAL_NODE=0?)"
 }
 
-# The kustomization as this cluster takes it: the image, the watched namespace, and the
-# PodDisruptionBudget's API version (policy/v1 from Kubernetes 1.21; the embedded
-# 1.20 serves policy/v1beta1, whose spec is the same).
+# The kustomization as this cluster takes it: the image and the watched namespace.
 render() {
-  local pdb_api=policy/v1
-  kubectl api-versions 2>/dev/null | grep -qx policy/v1 || pdb_api=policy/v1beta1
   [ -f manifests/policy/podset.wasm ] && [ -f manifests/policy/memcached.wasm ] \
     && [ -f manifests/policy/netperf.wasm ] \
     || die "manifests/policy/ has no policy modules: run hack/deploy.sh deploy (it builds them)"
   kubectl kustomize manifests/ | python3 -c '
 import sys
-img, ns, pdb_api = sys.argv[1:4]
+img, ns = sys.argv[1:3]
 out = []
 kind = None
 for line in sys.stdin.read().split("\n"):
@@ -60,11 +57,9 @@ for line in sys.stdin.read().split("\n"):
         continue
     elif out and out[-1].strip() == "- name: WATCH_NAMESPACE" and stripped.startswith("value:"):
         line = line[: line.index("value:")] + "value: \"" + ns + "\""
-    elif line == "apiVersion: policy/v1":
-        line = "apiVersion: " + pdb_api
     out.append(line)
 print("\n".join(out))
-' "${IMG:-$DEFAULT_IMG}" "$WATCH_NAMESPACE" "$pdb_api"
+ ' "${IMG:-$DEFAULT_IMG}" "$WATCH_NAMESPACE"
 }
 
 policies() {

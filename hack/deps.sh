@@ -6,5 +6,5 @@ set -euo pipefail
 
 command -v cargo >/dev/null || die "no Rust toolchain (cargo) on PATH: install rustup from https://rustup.rs"
 apt_install curl openssl ca-certificates python3
-# kubectl for the scripts and the README walkthrough; Debian's kubernetes-client when absent.
-command -v kubectl >/dev/null || apt_install kubernetes-client
+# kubectl: the embedded cluster brings its own, of its version (hack/k8s-binaries.sh);
+# with a cluster of your own, the kubectl you use for it.

@@ -1,76 +1,111 @@
 #!/usr/bin/env bash
 # Locate (or build once and cache) etcd and the Kubernetes binaries: kube-apiserver,
-# kube-controller-manager, kube-scheduler and kubelet.
-# Prints one NAME=path line each: ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBELET.
+# kube-controller-manager, kube-scheduler, kubelet and kubectl.
+# Prints one NAME=path line each: ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER,
+# KUBE_SCHEDULER, KUBELET, KUBECTL.
 #
-# Order of preference (envtest conventions first, so users with envtest assets or a
-# distro install never build anything):
-#   1. TEST_ASSET_ETCD / TEST_ASSET_KUBE_APISERVER / TEST_ASSET_KUBE_CONTROLLER_MANAGER
+# Order of preference for the server binaries (envtest conventions first, so users
+# with envtest assets or a distro install never build anything):
+#   1. TEST_ASSET_ETCD / TEST_ASSET_KUBE_APISERVER / TEST_ASSET_KUBE_CONTROLLER_MANAGER / ...
 #   2. KUBEBUILDER_ASSETS/<name>
 #   3. PATH
-#   4. the project cache (~/.cache/podset-host/k8s-1.20.2/)
-#   5. build from Debian's kubernetes source package (Go 1.19), then cache.
+#   4. the project cache (~/.cache/podset-host/k8s-v<version>/, etcd-v<version>/)
+#   5. build from Go modules with the build modules hack/k8s/ and hack/etcd/, then cache.
+# kubectl is the client the scripts talk to the cluster with, so it follows the
+# cluster's version: KUBECTL or TEST_ASSET_KUBECTL when set, otherwise the cached build
+# (a kubectl on PATH, often a distribution's of another minor, is not preferred).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-BIN_CACHE="$CACHE_DIR/k8s-$K8S_VERSION"
+K8S_CACHE="$CACHE_DIR/k8s-v$K8S_VERSION"
+ETCD_CACHE="$CACHE_DIR/etcd-v$ETCD_VERSION"
+K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 
-find_bin() { # name envvar
-  local name=$1 var=$2 v
+find_bin() { # name envvar cachedir
+  local name=$1 var=$2 cache=$3 v
   v="${!var:-}"
+  [ -n "$v" ] || [ "$name" != kubectl ] || v="${KUBECTL:-}"
   if [ -n "$v" ]; then [ -x "$v" ] || die "$var=$v is not an executable"; echo "$v"; return; fi
   if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/$name" ]; then echo "$KUBEBUILDER_ASSETS/$name"; return; fi
-  if command -v "$name" >/dev/null 2>&1; then command -v "$name"; return; fi
-  if [ -x "$BIN_CACHE/$name" ]; then echo "$BIN_CACHE/$name"; return; fi
+  if [ "$name" != kubectl ] && command -v "$name" >/dev/null 2>&1; then command -v "$name"; return; fi
+  if [ -x "$cache/$name" ]; then echo "$cache/$name"; return; fi
   return 1
 }
 
-build_from_debian_source() {
-  log "building the Kubernetes $K8S_VERSION binaries from Debian source (one-time, ~10 min on 2 cores)"
-  apt_install golang-go rsync jq golang-github-modern-go-reflect2-dev dpkg-dev
-  ensure_deb_src
-  local work="$CACHE_DIR/build"
-  mkdir -p "$work"
-  cd "$work"
-  # Debian names the tree kubernetes-1.20.5+really1.20.2: match on the real version.
-  local src
-  src=$(ls -d kubernetes-*"$K8S_VERSION" 2>/dev/null | head -1 || true)
-  if [ -z "$src" ]; then
-    apt-get source -qq kubernetes >/dev/null 2>&1 || apt-get source kubernetes || die "apt-get source kubernetes failed"
-    src=$(ls -d kubernetes-*"$K8S_VERSION" 2>/dev/null | head -1 || true)
-    [ -n "$src" ] || die "apt-get source kubernetes did not unpack a $K8S_VERSION tree in $work"
-  fi
-  cd "$src"
-  # The vendored reflect2 1.0.1 segfaults under Go >= 1.18 on the first custom-resource
-  # create (mapiterinit); Debian's packaged reflect2 is fixed.
-  if [ ! -f vendor/github.com/modern-go/reflect2/.podset-swapped ]; then
-    rm -rf vendor/github.com/modern-go/reflect2
-    cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 vendor/github.com/modern-go/reflect2
-    rm -f vendor/github.com/modern-go/reflect2/go.mod
-    touch vendor/github.com/modern-go/reflect2/.podset-swapped
-  fi
-  export GOPATH="$PWD/.go" GOCACHE="$CACHE_DIR/build/gocache"
-  mkdir -p .go/src/k8s.io
-  ln -sfn ../../.. .go/src/k8s.io/kubernetes
-  CGO_ENABLED=0 make WHAT="${K8S_COMMANDS[*]/#/cmd/}" >"$work/build.log" 2>&1 \
-    || { tail -40 "$work/build.log" >&2; die "kubernetes build failed (full log: $work/build.log)"; }
-  mkdir -p "$BIN_CACHE"
-  for c in "${K8S_COMMANDS[@]}"; do cp "_output/bin/$c" "$BIN_CACHE/"; done
-  log "cached in $BIN_CACHE"
-  # The source tree and Go cache are ~2 GB and only needed to build these binaries.
-  cd / && rm -rf "$work"
+ensure_go() {
+  command -v go >/dev/null || apt_install golang-go
+  # GOTOOLCHAIN (auto by default) lets an older Go fetch the toolchain a go.mod asks
+  # for from the module proxy; that needs Go >= 1.21 to start from.
+  local v
+  v=$(go env GOVERSION 2>/dev/null | sed -E 's/^go1\.([0-9]+).*/\1/')
+  [[ "$v" =~ ^[0-9]+$ ]] && [ "$v" -ge 21 ] || die "building Kubernetes needs Go >= 1.21 on PATH (found: $(go version 2>&1))"
 }
 
-K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+# go_build MODULE_DIR OUT_DIR LDFLAGS PACKAGE... builds every package of one build
+# module in one `go build`, so that the packages they share compile once.
+go_build() {
+  local mod=$1 out=$2 ldflags=$3
+  shift 3
+  local tmp="$out.tmp.$$"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  # The build cache is only needed while building (~3 GB for Kubernetes); the module
+  # cache keeps the sources, checked against the committed go.sum.
+  local gocache="$CACHE_DIR/go-build"
+  log "go build in ${mod#"$ROOT"/}: ${*##*/} (log: $CACHE_DIR/${out##*/}.build.log)"
+  (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE="$gocache" \
+    go build -trimpath -ldflags "$ldflags" -o "$tmp/" "$@") >"$CACHE_DIR/${out##*/}.build.log" 2>&1 \
+    || { tail -40 "$CACHE_DIR/${out##*/}.build.log" >&2; die "go build in $mod failed (full log: $CACHE_DIR/${out##*/}.build.log)"; }
+  rm -rf "$out" && mv "$tmp" "$out"
+}
+
+# The version stamps Kubernetes' own build (hack/lib/version.sh) sets, so that
+# `kubectl version` and /version say v1.34.x rather than v0.0.0-master.
+k8s_ldflags() {
+  local major=${K8S_VERSION%%.*} minor=${K8S_VERSION#*.} flags="-s -w" pkg
+  minor=${minor%%.*}
+  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    flags+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  done
+  echo "$flags"
+}
+
+build_kubernetes() {
+  ensure_go
+  mkdir -p "$CACHE_DIR"
+  log "building Kubernetes v$K8S_VERSION from Go modules (one-time; see README for the time it takes)"
+  local t0=$SECONDS
+  go_build "$ROOT/hack/k8s" "$K8S_CACHE" "$(k8s_ldflags)" "${K8S_COMMANDS[@]/#/k8s.io/kubernetes/cmd/}"
+  log "Kubernetes v$K8S_VERSION built in $((SECONDS - t0)) s, cached in $K8S_CACHE"
+  rm -rf "$CACHE_DIR/go-build"
+}
+
+build_etcd() {
+  ensure_go
+  mkdir -p "$CACHE_DIR"
+  local t0=$SECONDS
+  go_build "$ROOT/hack/etcd" "$ETCD_CACHE" "-s -w" go.etcd.io/etcd/server/v3
+  # The main package is the module's root, go.etcd.io/etcd/server/v3: go names the
+  # binary after the path without its major-version suffix.
+  mv "$ETCD_CACHE/server" "$ETCD_CACHE/etcd"
+  log "etcd v$ETCD_VERSION built in $((SECONDS - t0)) s, cached in $ETCD_CACHE"
+  rm -rf "$CACHE_DIR/go-build"
+}
+
 var_of() { local v=${1//-/_}; echo "TEST_ASSET_${v^^}"; }
 
-etcd=$(find_bin etcd TEST_ASSET_ETCD) || { apt_install etcd-server; etcd=$(find_bin etcd TEST_ASSET_ETCD) || die "etcd not found after installing etcd-server"; }
+etcd=$(find_bin etcd TEST_ASSET_ETCD "$ETCD_CACHE") || {
+  (build_etcd)
+  etcd=$(find_bin etcd TEST_ASSET_ETCD "$ETCD_CACHE") || die "etcd missing after the build"
+}
 echo "ETCD=$etcd"
 missing=0
-for c in "${K8S_COMMANDS[@]}"; do find_bin "$c" "$(var_of "$c")" >/dev/null || missing=1; done
-[ "$missing" = 0 ] || (build_from_debian_source)
 for c in "${K8S_COMMANDS[@]}"; do
-  path=$(find_bin "$c" "$(var_of "$c")") || die "$c missing after the build"
+  find_bin "$c" "$(var_of "$c")" "$K8S_CACHE" >/dev/null || missing=1
+done
+[ "$missing" = 0 ] || (build_kubernetes)
+for c in "${K8S_COMMANDS[@]}"; do
+  path=$(find_bin "$c" "$(var_of "$c")" "$K8S_CACHE") || die "$c missing after the build"
   v=${c//-/_}
   echo "${v^^}=$path"
 done

@@ -3,7 +3,9 @@
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE_DIR="${PODSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/podset-host}"
-K8S_VERSION="1.20.2"
+# The versions the embedded cluster runs are the ones its build modules pin.
+K8S_VERSION=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { sub(/^v/, "", $2); print $2; exit }' "$ROOT/hack/k8s/go.mod")
+ETCD_VERSION=$(awk '$1 == "go.etcd.io/etcd/server/v3" && $2 ~ /^v3\./ { sub(/^v/, "", $2); print $2; exit }' "$ROOT/hack/etcd/go.mod")
 
 log() { printf '\033[1m[%s]\033[0m %s\n' "${0##*/}" "$*" >&2; }
 die() { printf '\033[31m[%s] error:\033[0m %s\n' "${0##*/}" "$*" >&2; exit 1; }

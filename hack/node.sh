@@ -134,6 +134,12 @@ serializeImagePulls: false
 # A pod's ConfigMap volumes are refreshed at its periodic sync: every 10 s rather than
 # every minute, so a policy ConfigMap change reaches the deployed operator promptly.
 syncFrequency: 10s
+containerRuntimeEndpoint: "unix://$CONTAINERD_SOCK"
+# Writing a negative oom_score_adj needs CAP_SYS_RESOURCE, which these machines lack.
+oomScoreAdj: 0
+# These machines mount cgroup v1. Kubernetes 1.34's kubelet still runs there (with a
+# warning); from 1.35 it refuses unless this is false, and 1.34 is why we pin it.
+failCgroupV1: false
 EOF
 }
 
@@ -210,10 +216,8 @@ node_up() {
     || die "the node's images could not be built or imported"
   log "starting kubelet (node $NODE_NAME at $NODE_IP:$port, pods in $NODE_SUBNET on $NODE_BRIDGE)"
   start kubelet "$kubelet" --config="$NODE_DIR/kubelet.yaml" --kubeconfig="$CLUSTER_DIR/kubelet.kubeconfig" \
-    --container-runtime=remote --container-runtime-endpoint="unix://$CONTAINERD_SOCK" \
     --root-dir="$NODE_DIR/kubelet" --cert-dir="$NODE_DIR/kubelet/pki" \
-    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --node-labels=podset.dev/real=true \
-    --pod-infra-container-image=docker.io/library/pause:3.4 --oom-score-adj=0 --v=1
+    --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --node-labels=podset.dev/real=true --v=1
   wait_for kubelet 90 node_is_ready "$NODE_NAME"
 }
 

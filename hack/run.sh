@@ -18,8 +18,8 @@ elif { [ -n "${KUBECONFIG:-}" ] || [ -f "$HOME/.kube/config" ]; } && reachable; 
   log "using the cluster of KUBECONFIG=${KUBECONFIG:-~/.kube/config}"
 else
   hack/cluster.sh up
-  export KUBECONFIG="$ROOT/.cluster/kubeconfig"
-  log "embedded control plane: export KUBECONFIG=$KUBECONFIG"
+  export KUBECONFIG="$ROOT/.cluster/kubeconfig" PATH="$ROOT/.cluster/bin:$PATH"
+  log "embedded control plane: export KUBECONFIG=$KUBECONFIG PATH=$ROOT/.cluster/bin:\$PATH"
 fi
 
 kubectl apply --server-side --force-conflicts -f manifests/crd/

@@ -78,6 +78,11 @@ impl Peer {
             }),
             Peer::ReplicaSet => {
                 template["metadata"]["labels"]["bench-rs"] = json!(name);
+                // The security context the operator gives a PodSet's pods, which the
+                // namespace's restricted Pod Security admission requires of these too.
+                if let Some(spec) = template.get_mut("spec") {
+                    podset_host::reconcile::restrict::pod_spec("spec", spec).expect("the template is restricted");
+                }
                 json!({
                     "apiVersion": "apps/v1", "kind": "ReplicaSet",
                     "metadata": { "name": name },
@@ -688,10 +693,11 @@ async fn main() {
     let t3 = scale(&client, &s, &run_label).await;
 
     let mut md = format!(
-        "# Benchmarks\n\n`make bench`{} on {}, {}. Embedded control plane (Kubernetes 1.20.2), simulated node (pods ready 1 s after they start), operator `{}`.\n\n",
+        "# Benchmarks\n\n`make bench`{} on {}, {}. Embedded control plane (Kubernetes {}), simulated node (pods ready 1 s after they start), operator `{}`.\n\n",
         if quick { " (BENCH_QUICK=1: a smoke run, sizes not meaningful)" } else { "" },
         machine(),
         date(),
+        client.apiserver_version().await.map(|v| v.git_version).unwrap_or_else(|e| format!("of unknown version: {e}")),
         common::operator_binary().display()
     );
     md += &t1.markdown("ReplicaSet controller");

@@ -147,15 +147,43 @@ pub struct ReconcilePolicyStatus {
     pub conditions: Vec<Condition>,
 }
 
-/// The PodSet CRD, its schema refusing what the restricted security profile forbids
-/// and a boolean can say: host namespaces, privileged containers, privilege
-/// escalation. The API server then refuses such a PodSet with a message naming the
-/// field; what a schema cannot express (hostPath volumes, host ports) the operator
-/// refuses when it builds the pods.
+/// The PodSet CRD, its schema refusing what the restricted security profile forbids:
+/// host namespaces, privileged containers and privilege escalation (an `enum` of
+/// `false`), hostPath volumes and host ports (CEL rules). The API server then refuses
+/// such a PodSet with a message naming the field. The operator checks the same again
+/// when it builds the pods (`reconcile::restrict`), for parents of any kind and for a
+/// CRD older than this one.
 pub fn podset_crd() -> CustomResourceDefinition {
     let mut crd = serde_json::to_value(PodSet::crd()).unwrap_or_default();
     forbid_true(&mut crd);
+    if let Some(pod) = crd.pointer_mut(POD_SPEC) {
+        forbid_host_access(pod);
+    }
     serde_json::from_value(crd).unwrap_or_else(|_| PodSet::crd())
+}
+
+/// The template's pod spec inside the CRD.
+const POD_SPEC: &str = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/template/properties/spec";
+
+/// CEL rules on each volume and each container port, so that each is evaluated once
+/// per item (a rule over whole lists would be estimated by the API server at the
+/// product of their unbounded lengths, and refused as too costly).
+fn forbid_host_access(pod: &mut serde_json::Value) {
+    let rule = |rule: &str, message: &str| serde_json::json!([{ "rule": rule, "message": message }]);
+    if let Some(volume) = pod.pointer_mut("/properties/volumes/items") {
+        volume["x-kubernetes-validations"] = rule(
+            "!has(self.hostPath)",
+            "hostPath volumes mount the node's filesystem, which the restricted security profile of PodSet pods forbids",
+        );
+    }
+    for list in ["containers", "initContainers"] {
+        if let Some(port) = pod.pointer_mut(&format!("/properties/{list}/items/properties/ports/items")) {
+            port["x-kubernetes-validations"] = rule(
+                "!has(self.hostPort) || self.hostPort == 0",
+                "host ports bind the node's network, which the restricted security profile of PodSet pods forbids",
+            );
+        }
+    }
 }
 
 const MUST_BE_FALSE: &[&str] = &["hostNetwork", "hostPID", "hostIPC", "privileged", "allowPrivilegeEscalation"];
@@ -224,5 +252,17 @@ mod tests {
         assert_eq!(pod["hostNetwork"]["enum"], serde_json::json!([false]));
         let container = &pod["containers"]["items"]["properties"]["securityContext"]["properties"];
         assert_eq!(container["privileged"]["enum"], serde_json::json!([false]));
+    }
+
+    #[test]
+    fn host_paths_and_host_ports_have_cel_rules() {
+        let crd = serde_json::to_value(podset_crd()).expect("CRD serializes");
+        let pod = crd.pointer(POD_SPEC).expect("the template's pod spec");
+        let rule = |at: &str| pod.pointer(at).map(|items| items["x-kubernetes-validations"][0]["rule"].clone());
+        assert_eq!(rule("/properties/volumes/items"), Some(serde_json::json!("!has(self.hostPath)")));
+        for list in ["containers", "initContainers"] {
+            let port = rule(&format!("/properties/{list}/items/properties/ports/items"));
+            assert_eq!(port, Some(serde_json::json!("!has(self.hostPort) || self.hostPort == 0")), "{list}");
+        }
     }
 }

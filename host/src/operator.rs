@@ -31,6 +31,7 @@ use crate::kubernetes::client;
 pub use crate::kubernetes::leader::Settings as LeaderSettings;
 use crate::kubernetes::leader::{self, Leadership};
 use crate::kubernetes::shard::{Change, Shard};
+use crate::kubernetes::version;
 use crate::metrics::Metrics;
 use crate::reconcile::controller::SHUTDOWN_GRACE;
 use crate::sandbox::{Limits, PolicyEngine};
@@ -177,7 +178,9 @@ impl Operator {
         let rp_synced = ctx.policy_cache.clone();
         let policy_controller =
             bounded("ReconcilePolicy controller", policy_controller, &shutdown, move || rp_synced.is_synced());
-        let http = serve(listener, ctx.clone());
+        let server_version = Arc::new(version::Check::default());
+        let version_check = check_version(ctx.client.clone(), server_version.clone(), shutdown.clone());
+        let http = serve(listener, ctx.clone(), server_version);
         info!(
             namespace = ctx.namespace.as_deref().unwrap_or("<all>"),
             selector = ctx.shard.selector().unwrap_or("<none>"),
@@ -207,7 +210,8 @@ impl Operator {
                 _ = shutdown.cancelled() => {}
             }
         };
-        let (_, _, http_result, _, _) = tokio::join!(controllers, policy_controller, http, file_watch, shard_watch);
+        let (_, _, http_result, _, _, _) =
+            tokio::join!(controllers, policy_controller, http, file_watch, shard_watch, version_check);
         http_result?;
         if lost.is_cancelled() {
             anyhow::bail!("lost the leader lease");
@@ -233,6 +237,25 @@ async fn joined(
             let _ = requeue.unbounded_send(reflector::ObjectRef::from_obj(rp.as_ref()));
         }
         info!(namespace = %ns, parents, "namespace joined this shard");
+    }
+}
+
+/// Reads the API server's version once it answers (retrying with backoff until then,
+/// or until shutdown): a server outside the supported range is warned about, never
+/// refused.
+async fn check_version(client: Client, check: Arc<version::Check>, stop: CancellationToken) {
+    let mut wait = Duration::from_secs(1);
+    loop {
+        match check.run(&client).await {
+            Ok(_) => return,
+            Err(e @ version::Error::Unparsable(_)) => return warn!("{e}; not checking the supported range"),
+            Err(e) => debug!("{e}; asking again in {wait:?}"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.cancelled() => return,
+        }
+        wait = (wait * 2).min(Duration::from_secs(30));
     }
 }
 
@@ -298,25 +321,28 @@ pub async fn cancel_on_signal(token: CancellationToken) {
 /// `/metrics`, `/healthz` and `/readyz` until shutdown. `/readyz` is 503 while any
 /// cache is not synced or a policy file is not serving, and its body names each and
 /// why (a missing CRD, an API server that does not answer, a broken watch being
-/// listed again).
-async fn serve(listener: TcpListener, ctx: Arc<Context>) -> anyhow::Result<()> {
+/// listed again). An API server outside the supported range adds a warning line
+/// without making the operator unready.
+async fn serve(listener: TcpListener, ctx: Arc<Context>, server_version: Arc<version::Check>) -> anyhow::Result<()> {
     let stop = ctx.shutdown.clone();
+    type Shared = (Arc<Context>, Arc<version::Check>);
     let app = Router::new()
-        .route("/metrics", get(|State(ctx): State<Arc<Context>>| async move { ctx.metrics.encode() }))
+        .route("/metrics", get(|State((ctx, _)): State<Shared>| async move { ctx.metrics.encode() }))
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
-            get(|State(ctx): State<Arc<Context>>| async move {
+            get(|State((ctx, server_version)): State<Shared>| async move {
                 let mut problems = ctx.registry.file_problems();
                 problems.extend(ctx.caches().problems());
+                let warning = server_version.warning().map(|w| format!("\nwarning: {w}")).unwrap_or_default();
                 if problems.is_empty() {
-                    (StatusCode::OK, format!("ok ({})", ctx.leadership.role()))
+                    (StatusCode::OK, format!("ok ({}){warning}", ctx.leadership.role()))
                 } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, format!("not ready:\n{}\n", problems.join("\n")))
+                    (StatusCode::SERVICE_UNAVAILABLE, format!("not ready:\n{}{warning}\n", problems.join("\n")))
                 }
             }),
         )
-        .with_state(ctx);
+        .with_state((ctx, server_version));
     info!(addr = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
     axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await?;
     Ok(())

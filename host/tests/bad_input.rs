@@ -91,25 +91,47 @@ async fn invalid_and_oversized_podsets_are_refused_by_the_api_server() {
         let e = refused(&env, &podset_json(name, spec, json!({}))).await;
         assert!(e.contains(field) && e.contains("supported values"), "{name}: {e}");
     }
+    // What a boolean cannot say, the CRD's CEL rules do.
+    for (name, pod, container, field) in [
+        ("hostpath", json!({ "volumes": [{ "name": "root", "hostPath": { "path": "/" } }] }), json!({}), "volumes[0]"),
+        ("hostport", json!({}), json!({ "ports": [{ "containerPort": 80, "hostPort": 8080 }] }), "ports[0]"),
+    ] {
+        let spec = json!({ "replicas": 1, "template": template(busybox(container), pod) });
+        let e = refused(&env, &podset_json(name, spec, json!({}))).await;
+        assert!(e.contains(field) && e.contains("restricted security profile"), "{name}: {e}");
+    }
     env.cleanup().await;
 }
 
 #[tokio::test]
 async fn templates_the_api_server_or_the_profile_refuse_end_in_a_condition_and_no_pod() {
     let env = Env::new("badtemplate").await;
-    // A hostPath volume: no schema can refuse it, the operator does.
-    let host_path =
-        template(busybox(json!({})), json!({ "volumes": [{ "name": "root", "hostPath": { "path": "/" } }] }));
+    // An added capability: the CRD's schema takes it, the operator refuses it.
+    let caps = template(busybox(json!({ "securityContext": { "capabilities": { "add": ["SYS_ADMIN"] } } })), json!({}));
     env.podsets
-        .create(
-            &PostParams::default(),
-            &podset_json("hostpath", json!({ "replicas": 2, "template": host_path }), json!({})),
-        )
+        .create(&PostParams::default(), &podset_json("caps", json!({ "replicas": 2, "template": caps }), json!({})))
         .await
         .expect("accepted");
-    let (reason, message) = host_condition(&env, "hostpath", "PolicyFailed").await;
+    let (reason, message) = host_condition(&env, "caps", "PolicyFailed").await;
     assert_eq!(reason, "InvalidTemplate");
-    assert!(message.contains("hostPath") && message.contains("restricted"), "{message}");
+    assert!(message.contains("capabilities.add") && message.contains("restricted"), "{message}");
+    // An NFS volume: neither the CRD nor the operator's profile looks at volume types,
+    // the namespace's Pod Security admission (enforce=restricted) refuses the pod, and
+    // the PodSet says why.
+    let nfs = template(
+        busybox(json!({})),
+        json!({ "volumes": [{ "name": "share", "nfs": { "server": "nfs.invalid", "path": "/" } }] }),
+    );
+    env.podsets
+        .create(&PostParams::default(), &podset_json("nfs", json!({ "replicas": 2, "template": nfs }), json!({})))
+        .await
+        .expect("accepted");
+    let (reason, message) = host_condition(&env, "nfs", "ReconcileFailed").await;
+    assert_eq!(reason, "FailedCreate");
+    assert!(
+        message.contains("violates PodSecurity \"restricted:latest\"") && message.contains("restricted volume types"),
+        "{message}"
+    );
     // A container name the API server refuses: the pod create fails, the PodSet says so.
     let bad_name = template(json!({ "name": "Not_A_DNS_Label", "image": "busybox:1.35" }), json!({}));
     env.podsets
@@ -126,7 +148,7 @@ async fn templates_the_api_server_or_the_profile_refuse_end_in_a_condition_and_n
     env.create("sound", 1).await;
     env.converged("sound", 1).await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.ns);
-    for name in ["hostpath", "badname"] {
+    for name in ["caps", "nfs", "badname"] {
         assert!(common::active_pods(&pods, name).await.is_empty(), "{name} got pods");
     }
     assert!(env.op.sum("podset_reconcile_failures_total", "reason=\"InvalidTemplate\"").await >= 1.0);

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -58,13 +58,30 @@ pub async fn client() -> Client {
     }
 }
 
-/// A fresh namespace per test, so tests run in parallel without seeing each other.
+/// The Pod Security Admission labels every test namespace carries: pods that the
+/// restricted profile forbids are refused by the API server, as on a hardened cluster.
+pub const RESTRICTED: [(&str, &str); 2] =
+    [("pod-security.kubernetes.io/enforce", "restricted"), ("pod-security.kubernetes.io/enforce-version", "latest")];
+
+/// A fresh namespace per test, so tests run in parallel without seeing each other. It
+/// enforces the restricted Pod Security Standard, and is returned once its `default`
+/// ServiceAccount exists: until the controller manager has made it, the ServiceAccount
+/// admission plugin refuses every pod (Kubernetes' own e2e framework waits the same way).
 pub async fn namespace(client: &Client, prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let name = format!("{prefix}-{}-{:x}{}", std::process::id(), nanos, N.fetch_add(1, Ordering::Relaxed));
-    let ns: Namespace = serde_json::from_value(serde_json::json!({ "metadata": { "name": name } })).expect("namespace");
+    let labels: serde_json::Map<String, serde_json::Value> =
+        RESTRICTED.iter().map(|(k, v)| (k.to_string(), serde_json::Value::from(*v))).collect();
+    let ns: Namespace = serde_json::from_value(serde_json::json!({ "metadata": { "name": name, "labels": labels } }))
+        .expect("namespace");
     Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create namespace");
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while accounts.get_opt("default").await.ok().flatten().is_none() {
+        assert!(std::time::Instant::now() < deadline, "namespace {name} got no default ServiceAccount in 30 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     name
 }
 

@@ -1,8 +1,8 @@
 //! Kubernetes plumbing: the client (with its write counter), the caches every
 //! reconcile reads from (with the health that gates reconciles and `/readyz`) and the
 //! compact objects they hold, the shared watches of children and related kinds, the
-//! access checks made when a policy loads, leader election, and the namespaces a
-//! shard serves.
+//! access checks made when a policy loads, leader election, the namespaces a
+//! shard serves, and the API server's version against the range this build supports.
 
 pub mod access;
 pub mod cache;
@@ -12,4 +12,5 @@ pub mod leader;
 pub mod object;
 pub mod shard;
 pub mod store;
+pub mod version;
 pub mod watches;
