@@ -571,11 +571,12 @@ cmd_restart() {
   log "$name restarted (SIG$signal)"
 }
 
-# wait_ports_free ARGS...: up to 10 s until no port named in a command line (a
-# 127.0.0.1:PORT URL or a --*port=PORT flag) is listened on any more.
+# wait_ports_free ARGS...: up to 10 s until no port the command line listens on (a
+# --listen-*-urls=...:PORT or --*port=PORT flag) is listened on any more. Only its own:
+# the API server's --etcd-servers names etcd's port, which stays in use.
 wait_ports_free() {
   local ports port i
-  ports=$(printf '%s\n' "$@" | grep -oE '127\.0\.0\.1:[0-9]+|port=[0-9]+' | grep -oE '[0-9]+$' | sort -u)
+  ports=$(printf '%s\n' "$@" | grep -E '^--(listen-[a-z-]*urls|[a-z-]*port)=' | grep -oE '[0-9]+$' | sort -u)
   for port in $ports; do
     for ((i = 0; i < 100; i++)); do port_in_use "$port" || break; sleep 0.1; done
     port_in_use "$port" && log "port $port is still in use; starting anyway"

@@ -140,7 +140,7 @@ async fn a_labelled_pod_without_owner_is_neither_counted_nor_deleted() {
     let env = Env::new("orphan").await;
     let orphan: Pod = serde_json::from_value(serde_json::json!({
         "metadata": { "name": "stray", "labels": { "app.example.com/podset": "web" } },
-        "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
+        "spec": common::restricted(serde_json::json!({ "containers": [{ "name": "c", "image": "busybox" }] }))
     }))
     .expect("pod");
     env.pods.create(&PostParams::default(), &orphan).await.expect("create orphan");

@@ -119,7 +119,7 @@ fn pod(name: &str, annotations: &[(&str, &str)]) -> Pod {
             "name": name,
             "annotations": annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<std::collections::BTreeMap<_, _>>(),
         },
-        "spec": { "containers": [{ "name": "app", "image": "registry.invalid/app:1" }] },
+        "spec": common::restricted(json!({ "containers": [{ "name": "app", "image": "registry.invalid/app:1" }] })),
     }))
     .expect("pod literal deserializes");
     if let Some(spec) = pod.spec.as_mut() {

@@ -63,10 +63,19 @@ pub async fn client() -> Client {
 pub const RESTRICTED: [(&str, &str); 2] =
     [("pod-security.kubernetes.io/enforce", "restricted"), ("pod-security.kubernetes.io/enforce-version", "latest")];
 
+/// `spec` (a pod spec) with the security context the operator gives its own pods, so
+/// that a pod a test creates by hand is admitted in a [`RESTRICTED`] namespace.
+pub fn restricted(mut spec: serde_json::Value) -> serde_json::Value {
+    podset_host::reconcile::restrict::pod_spec("spec", &mut spec).expect("a pod spec the restricted profile admits");
+    spec
+}
+
 /// A fresh namespace per test, so tests run in parallel without seeing each other. It
 /// enforces the restricted Pod Security Standard, and is returned once its `default`
 /// ServiceAccount exists: until the controller manager has made it, the ServiceAccount
-/// admission plugin refuses every pod (Kubernetes' own e2e framework waits the same way).
+/// admission plugin refuses every pod. Kubernetes' own e2e framework waits the same way,
+/// up to 2 minutes: right after an API server restart (the fault suite's) the controller
+/// manager's informers sat in client-go's backoff for ~70 s before they saw new namespaces.
 pub async fn namespace(client: &Client, prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
@@ -77,9 +86,9 @@ pub async fn namespace(client: &Client, prefix: &str) -> String {
         .expect("namespace");
     Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create namespace");
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while accounts.get_opt("default").await.ok().flatten().is_none() {
-        assert!(std::time::Instant::now() < deadline, "namespace {name} got no default ServiceAccount in 30 s");
+        assert!(std::time::Instant::now() < deadline, "namespace {name} got no default ServiceAccount in 120 s");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     name
