@@ -281,7 +281,15 @@ async fn create_all(
 ) -> HashMap<String, Duration> {
     let params = &PostParams::default();
     let created = join_all(names.iter().map(|name| async move {
-        api.create(params, &peer.object(name, replicas)).await.expect("create");
+        let object = peer.object(name, replicas);
+        retrying("create", || async {
+            match api.create(params, &object).await {
+                // An earlier attempt reached the server after all.
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+                r => r.map(drop),
+            }
+        })
+        .await;
         (name.clone(), since.elapsed())
     }))
     .await;
@@ -292,8 +300,25 @@ async fn scale_all(api: &Api<DynamicObject>, names: &[String], replicas: i32) {
     let patch = json!({ "spec": { "replicas": replicas } });
     let params = PatchParams::default();
     let merge = Patch::Merge(&patch);
-    for r in join_all(names.iter().map(|n| api.patch(n, &params, &merge))).await {
-        r.expect("scale");
+    join_all(names.iter().map(|n| retrying("scale", || async { api.patch(n, &params, &merge).await.map(drop) }))).await;
+}
+
+/// Sends a request again when the connection failed under it. On the 1.34 cluster one
+/// create of round 2's burst of 200 failed with hyper's `IncompleteMessage` (the
+/// connection closed before a response came), which ended the whole run. The API
+/// server's refusals are not retried.
+async fn retrying<F, Fut>(what: &str, call: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    for attempt in 1.. {
+        match call().await {
+            Ok(()) => return,
+            Err(e @ kube::Error::Api(_)) => panic!("{what}: {e}"),
+            Err(e) if attempt < 3 => eprintln!("{what}: {e}; sending it again"),
+            Err(e) => panic!("{what}: {e} (3 attempts)"),
+        }
     }
 }
 
