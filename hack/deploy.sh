@@ -59,7 +59,7 @@ for line in sys.stdin.read().split("\n"):
         line = line[: line.index("value:")] + "value: \"" + ns + "\""
     out.append(line)
 print("\n".join(out))
- ' "${IMG:-$DEFAULT_IMG}" "$WATCH_NAMESPACE"
+' "${IMG:-$DEFAULT_IMG}" "$WATCH_NAMESPACE"
 }
 
 policies() {

@@ -115,8 +115,7 @@ fn observed_status(
     };
     set(&mut next.conditions, "Available", available, reason, &message);
     set(&mut next.conditions, "Progressing", progressing, if progressing { reason } else { "Complete" }, &message);
-    // Not an empty message: a 1.20 API server turns "" into null inside a list-map
-    // of conditions and then refuses it as not a string.
+    // A message even when all is well: `kubectl describe` shows it beside the reason.
     set(&mut next.conditions, "Degraded", false, "AsExpected", "No failure observed");
     Ok(next)
 }

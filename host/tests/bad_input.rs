@@ -224,10 +224,14 @@ async fn a_kind_whose_crd_is_missing_is_named_in_readyz_and_served_once_installe
     std::fs::write(file.path(), crd.to_string()).expect("crd");
     let (ok, out) = kubectl(&["apply", "-f", &file.path().to_string_lossy()]);
     assert!(ok, "{out}");
-    eventually("/readyz ok once the CRD is installed", T, || async {
-        op.readyz().await.filter(|(ok, _)| *ok).map(|_| ())
+    let body = eventually("/readyz ok once the CRD is installed", T, || async {
+        op.readyz().await.filter(|(ok, _)| *ok).map(|(_, body)| body)
     })
     .await;
+    // The test cluster runs a Kubernetes this build supports: no version warning.
+    assert!(!body.contains("warning"), "{body}");
+    let log = std::fs::read_to_string(&op.log).expect("log");
+    assert!(log.contains("Kubernetes API server version is supported"), "the version was checked:\n{log}");
     let _ = kubectl(&["delete", "crd", "ghosts.fixtures.podset.dev", "--wait=false"]);
     common::delete_namespace(&client, &ns).await;
 }

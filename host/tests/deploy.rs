@@ -89,6 +89,10 @@ async fn deployed_the_standby_pod_takes_over_when_the_leader_pod_is_deleted() {
     let (ok, out) = deploy_script(&["deploy"], &ns);
     assert!(ok, "hack/deploy.sh deploy failed:\n{out}");
     println!("deployed in {:?}", started.elapsed());
+    // The operator's own pods run where the restricted Pod Security profile is enforced.
+    let system = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).get(SYSTEM).await.expect(SYSTEM);
+    let enforced = system.metadata.labels.unwrap_or_default().get("pod-security.kubernetes.io/enforce").cloned();
+    assert_eq!(enforced.as_deref(), Some("restricted"), "{SYSTEM} enforces the restricted profile");
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM);
     let leases: Api<Lease> = Api::namespaced(client.clone(), SYSTEM);

@@ -34,8 +34,8 @@ async fn manifests_pass_a_server_side_dry_run() {
         assert!(ok, "server-side dry run of manifests/{file} failed:\n{out}");
     }
 
-    // The whole kustomization as `make deploy` applies it to this cluster (image,
-    // namespace, the PodDisruptionBudget's API version for a 1.20 API server).
+    // The whole kustomization as `make deploy` applies it to this cluster (image and
+    // watched namespace set).
     let out = std::process::Command::new(common::workspace().join("hack/deploy.sh"))
         .arg("render")
         .env("KUBECONFIG", common::kubeconfig_path())

@@ -16,8 +16,7 @@ pub struct Condition {
     pub status: String,
     /// CamelCase reason for the last transition.
     pub reason: String,
-    /// A human-readable message. Keep it non-empty: a Kubernetes 1.20 API server turns
-    /// `""` into null inside a list of conditions keyed by type, and then refuses it.
+    /// A human-readable message (may be empty).
     pub message: String,
     /// When the status last changed (RFC 3339).
     pub last_transition_time: String,

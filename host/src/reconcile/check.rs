@@ -105,8 +105,8 @@ pub fn check(plan: Plan, observed: &Observed, resolved: &Resolved) -> Result<Che
     }
     for object in plan.applies {
         let c = child(object, Mode::Apply, &parent, resolved)?;
-        // An apply that changes nothing costs a write and, on a 1.20 API server, a
-        // new resourceVersion that wakes this parent again: skip it.
+        // An apply that changes nothing still costs a write request and the API
+        // server's work on it: skip it.
         let holds = observed.child(&c.key()).is_some_and(|seen| already_holds(&c.object, &seen.object));
         if !holds {
             out.applies.push(c);
