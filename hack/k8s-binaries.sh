@@ -94,16 +94,33 @@ build_etcd() {
 
 var_of() { local v=${1//-/_}; echo "TEST_ASSET_${v^^}"; }
 
+# Two cluster-ups at once (make test starts more than one) must not build twice or
+# move each other's half-built output: builds run under one lock, and whoever gets it
+# second finds the cache filled. A build killed midway leaves OUT.tmp.PID behind;
+# clear those under the lock.
+build_locked() { # build-function
+  mkdir -p "$CACHE_DIR"
+  (
+    flock 9
+    rm -rf "$K8S_CACHE".tmp.* "$ETCD_CACHE".tmp.*
+    "$@"
+  ) 9>"$CACHE_DIR/build.lock"
+}
+have_k8s() {
+  local c
+  for c in "${K8S_COMMANDS[@]}"; do
+    find_bin "$c" "$(var_of "$c")" "$K8S_CACHE" >/dev/null || return 1
+  done
+}
+etcd_if_missing() { find_bin etcd TEST_ASSET_ETCD "$ETCD_CACHE" >/dev/null || build_etcd; }
+k8s_if_missing() { have_k8s || build_kubernetes; }
+
 etcd=$(find_bin etcd TEST_ASSET_ETCD "$ETCD_CACHE") || {
-  (build_etcd)
+  build_locked etcd_if_missing
   etcd=$(find_bin etcd TEST_ASSET_ETCD "$ETCD_CACHE") || die "etcd missing after the build"
 }
 echo "ETCD=$etcd"
-missing=0
-for c in "${K8S_COMMANDS[@]}"; do
-  find_bin "$c" "$(var_of "$c")" "$K8S_CACHE" >/dev/null || missing=1
-done
-[ "$missing" = 0 ] || (build_kubernetes)
+have_k8s || build_locked k8s_if_missing
 for c in "${K8S_COMMANDS[@]}"; do
   path=$(find_bin "$c" "$(var_of "$c")" "$K8S_CACHE") || die "$c missing after the build"
   v=${c//-/_}
