@@ -20,6 +20,8 @@ use crate::metrics::Metrics;
 use crate::reconcile::controller::Kinds;
 use crate::reconcile::expectations::Expectations;
 use crate::reconcile::observe::ParentRef;
+use crate::reconcile::record::Recorder;
+use crate::reconcile::shadow::Shadows;
 use crate::reconcile::status::Written;
 use crate::registry::Registry;
 use crate::sandbox::PolicyEngine;
@@ -36,6 +38,8 @@ pub struct ContextSettings {
     pub leadership: Leadership,
     /// The namespaces served.
     pub shard: Shard,
+    /// Records each decision as a scenario file (`--record-dir`).
+    pub recorder: Option<Recorder>,
 }
 
 pub struct Context {
@@ -66,6 +70,9 @@ pub struct Context {
     pub leadership: Leadership,
     /// A sharded operator reconciles only the namespaces its selector matches.
     pub shard: Shard,
+    pub recorder: Option<Recorder>,
+    /// Shadow policies' queue and tallies.
+    pub shadows: Shadows,
 }
 
 impl Context {
@@ -75,10 +82,11 @@ impl Context {
         engine: Arc<PolicyEngine>,
         settings: ContextSettings,
         shutdown: CancellationToken,
-    ) -> Arc<Self> {
+    ) -> std::io::Result<Arc<Self>> {
         let metrics = settings.metrics;
+        let shadows = Shadows::start(metrics.clone())?;
         let events = Events::start(client.clone(), metrics.clone());
-        Arc::new(Context {
+        Ok(Arc::new(Context {
             watches: Watches::new(client.clone(), settings.namespace.clone(), shutdown.clone()),
             client,
             namespace: settings.namespace,
@@ -97,7 +105,9 @@ impl Context {
             shutdown,
             leadership: settings.leadership,
             shard: settings.shard,
-        })
+            recorder: settings.recorder,
+            shadows,
+        }))
     }
 
     /// Every cache the operator holds now (they come and go with policies).

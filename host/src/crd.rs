@@ -93,11 +93,18 @@ pub struct PodSetStatus {
     shortname = "rpol",
     status = "ReconcilePolicyStatus",
     printcolumn = r#"{"name":"Kind","type":"string","jsonPath":".status.kind","description":"The kind it reconciles"}"#,
+    printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".spec.mode","description":"Enforce (decides and acts) or Shadow (decides beside the live policy, never acts)"}"#,
+    printcolumn = r#"{"name":"Agreed","type":"integer","jsonPath":".status.shadow.agreed","description":"Shadow decisions that agreed with the live policy's"}"#,
+    printcolumn = r#"{"name":"Differed","type":"integer","jsonPath":".status.shadow.differed","description":"Shadow decisions that differed from the live policy's"}"#,
+    printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.loadedDigest","description":"Digest of the module loaded"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name":"Loaded","type":"string","jsonPath":".status.loadedDigest","description":"Digest of the module serving"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "oldSelf.mode != 'Enforce' || self.mode == 'Enforce'",
+    "message": "spec.mode cannot change from Enforce to Shadow: that would switch a live policy off. Create a new ReconcilePolicy in Shadow mode instead"
+}]))]
 pub struct ReconcilePolicySpec {
     /// Where the module is: a key of a ConfigMap's `binaryData` in this namespace.
     pub config_map_ref: ConfigMapKeyRef,
@@ -111,6 +118,22 @@ pub struct ReconcilePolicySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "LabelSelector")]
     pub selector: Option<LabelSelector>,
+    /// `Enforce`: the policy decides and its actions are performed. `Shadow`: it
+    /// decides beside the live policy, on the same input, for every object of its kind
+    /// in this namespace that `selector` matches (all of them without a selector); its
+    /// actions are compared with the live policy's and never performed, and
+    /// `status.shadow` reports how they compare. A Shadow policy may be promoted to
+    /// Enforce; an Enforce policy cannot become a Shadow.
+    #[serde(default)]
+    pub mode: PolicyMode,
+}
+
+/// Whether a ReconcilePolicy acts or only watches.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum PolicyMode {
+    #[default]
+    Enforce,
+    Shadow,
 }
 
 /// A key of a ConfigMap in the policy's namespace.
@@ -145,6 +168,59 @@ pub struct ReconcilePolicyStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// How a Shadow policy's decisions compared with the live ones, since its module
+    /// loaded. Written every few seconds while it decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "ShadowStatus")]
+    pub shadow: Option<ShadowStatus>,
+}
+
+/// The tally of a Shadow policy's decisions.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowStatus {
+    /// The module the counts are for: they start again when another one loads.
+    #[serde(default)]
+    pub digest: String,
+    /// Decisions compared: agreed + differed + failed.
+    #[serde(default)]
+    pub decisions: i64,
+    /// The shadow decided the same actions as the live policy.
+    #[serde(default)]
+    pub agreed: i64,
+    /// The shadow decided other actions.
+    #[serde(default)]
+    pub differed: i64,
+    /// The shadow could not decide (trap, deadline, memory) or decided what the checks refuse.
+    #[serde(default)]
+    pub failed: i64,
+    /// Not decided: the shadow queue was full.
+    #[serde(default)]
+    pub dropped: i64,
+    /// Objects on which the shadow differed after agreeing (or at its first decision).
+    #[serde(default)]
+    pub first_divergences: i64,
+    /// Differences on objects where the shadow had already differed at its previous
+    /// decision. Once it differs, a shadow decides on the world the live policy built,
+    /// and a stateful policy keeps differing: replay recorded inputs to see why.
+    #[serde(default)]
+    pub persistent_divergences: i64,
+    /// The last few differences, newest last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_differences: Vec<ShadowDifference>,
+}
+
+/// One decision on which the shadow differed.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowDifference {
+    /// The object decided about: `Kind namespace/name`.
+    pub object: String,
+    /// When the decision was made (RFC 3339).
+    pub time: String,
+    /// The live actions (`-`) against the shadow's (`+`), as a unified diff of their
+    /// normal forms.
+    pub diff: String,
 }
 
 /// The PodSet CRD, its schema refusing what the restricted security profile forbids:

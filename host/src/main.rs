@@ -21,7 +21,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the operator.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the CustomResourceDefinitions (YAML).
     Crd,
     /// Build, check and benchmark policy modules without a cluster.
@@ -37,6 +37,11 @@ struct RunArgs {
     /// the files are picked up live.
     #[arg(long = "policy", env = "POLICY_FILE", value_delimiter = ',', required = true)]
     policies: Vec<PathBuf>,
+    /// A shadow module: it decides beside the default policy of the kind it declares,
+    /// on the same input, and never acts; /metrics and the log say how the two
+    /// compare. One per kind; changes are picked up live.
+    #[arg(long = "shadow", env = "SHADOW_FILE", value_delimiter = ',')]
+    shadows: Vec<PathBuf>,
     /// Watch only this namespace; empty watches all.
     #[arg(long, env = "WATCH_NAMESPACE", default_value = "")]
     namespace: String,
@@ -66,11 +71,39 @@ struct RunArgs {
     sandbox: SandboxArgs,
     #[command(flatten)]
     leader: LeaderArgs,
+    #[command(flatten)]
+    record: RecordArgs,
     /// Benchmark builds only: guest-podset decides with its natively linked code
     /// instead of its .wasm, to measure what the sandbox costs.
     #[cfg(feature = "native-podset")]
     #[arg(long, hide = true)]
     native_podset: bool,
+}
+
+/// Recording real decisions for `policy test` and `policy replay`.
+#[derive(Args)]
+struct RecordArgs {
+    /// Write each decision of the serving policies as a scenario file under
+    /// DIR/<Kind.group>/<namespace>/<name>/ (Secrets' data and kubectl's
+    /// last-applied-configuration are redacted).
+    #[arg(long, env = "RECORD_DIR")]
+    record_dir: Option<PathBuf>,
+    /// Recorded files kept per object; the oldest go first.
+    #[arg(long, env = "RECORD_PER_OBJECT", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    record_per_object: u32,
+    /// MiB of recorded files kept in all; the oldest go first.
+    #[arg(long, env = "RECORD_MAX_MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    record_max_mib: u64,
+}
+
+impl RecordArgs {
+    fn settings(&self) -> Option<podset_host::reconcile::record::Settings> {
+        self.record_dir.clone().map(|dir| podset_host::reconcile::record::Settings {
+            dir,
+            per_object: self.record_per_object as usize,
+            max_bytes: self.record_max_mib << 20,
+        })
+    }
 }
 
 /// Leader election: several replicas run, the Lease holder acts, the others keep
@@ -162,6 +195,41 @@ enum PolicyCommand {
         #[command(flatten)]
         sandbox: SandboxArgs,
     },
+    /// Run a module on recorded inputs (scenario files, e.g. from `run --record-dir`) and
+    /// compare its decisions with the recorded ones, or with a baseline module's;
+    /// exits non-zero on any difference.
+    Replay {
+        module: PathBuf,
+        /// Scenario files, or directories searched for `*.yaml` and `*.yml`.
+        #[arg(required = true)]
+        scenarios: Vec<PathBuf>,
+        /// Compare with this module's decisions on the same inputs instead of the recorded ones.
+        #[arg(long)]
+        baseline: Option<PathBuf>,
+        /// Print the report and exit 0 whatever it says.
+        #[arg(long)]
+        report_only: bool,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Turn a live object into a scenario file: read it, its children and related
+    /// objects from the cluster of KUBECONFIG as the operator observes them (no operator
+    /// runs), let the module decide, and write input, decision and digest, redacted as
+    /// `run --record-dir` redacts.
+    Record {
+        /// The object's kind as kubectl names it: `PodSet`, `podsets`, `Memcached.cache.example.com`, …
+        kind: String,
+        /// NAMESPACE/NAME
+        object: String,
+        /// The module that decides (and declares what to observe).
+        #[arg(long)]
+        policy: PathBuf,
+        /// Where to write the scenario ('-': standard output).
+        #[arg(long, short)]
+        output: PathBuf,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
     /// Measure a PodSet policy's decision latency (fresh instance + call) at 10, 100 and 1000 pods.
     Bench {
         module: PathBuf,
@@ -247,9 +315,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => {
             let settings = operator::Settings {
                 policies: args.policies,
+                shadows: args.shadows,
                 namespace: Some(args.namespace).filter(|n| !n.is_empty()),
                 leader: args.leader.settings(args.namespace_selector.as_deref()),
                 identity: args.leader.identity(),
+                record: args.record.settings(),
                 namespace_selector: args.namespace_selector,
                 concurrency: args.concurrency,
                 debounce: args.debounce,
@@ -337,6 +407,48 @@ fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
             println!("{passed} passed, {failed} failed");
             if failed > 0 {
                 return Ok(ExitCode::FAILURE);
+            }
+        }
+        PolicyCommand::Replay { module, scenarios, baseline, report_only, sandbox } => {
+            use sandbox::replay::{Against, Report, Summary, files, replay};
+            let (engine, policy) = sandbox.load(&module)?;
+            let old = match &baseline {
+                Some(path) => {
+                    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+                    Some(engine.load(&bytes).with_context(|| format!("loading {}", path.display()))?)
+                }
+                None => None,
+            };
+            let against = old.as_deref().map_or(Against::Recorded, Against::Baseline);
+            let files = files(&scenarios).context("listing the scenarios")?;
+            anyhow::ensure!(!files.is_empty(), "no scenario files (*.yaml, *.yml) under the paths given");
+            let rows = replay(&policy, &against, &files);
+            match &old {
+                Some(old) => println!("{} against baseline {}\n", policy.label(), old.label()),
+                None => println!("{} against the recorded decisions\n", policy.label()),
+            }
+            print!("{}", Report(&rows));
+            if !report_only && !Summary::of(&rows).clean() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        PolicyCommand::Record { kind, object, policy: module, output, sandbox } => {
+            let (_engine, policy) = sandbox.load(&module)?;
+            let Some((namespace, name)) = object.split_once('/') else {
+                anyhow::bail!("{object:?}: name the object as NAMESPACE/NAME");
+            };
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let text = runtime.block_on(async {
+                let client = kube::Client::try_default().await.context("connecting to the cluster of KUBECONFIG")?;
+                podset_host::reconcile::snapshot::snapshot(&client, &policy, &kind, namespace, name)
+                    .await
+                    .map_err(anyhow::Error::from)
+            })?;
+            if output.as_os_str() == "-" {
+                print!("{text}");
+            } else {
+                std::fs::write(&output, &text).with_context(|| format!("writing {}", output.display()))?;
+                eprintln!("{kind} {object} recorded in {}", output.display());
             }
         }
         PolicyCommand::Bench { module, budget, sandbox } => {

@@ -30,6 +30,24 @@ pub struct ChildrenLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowLabels {
+    /// The shadow: `namespace/name` of its ReconcilePolicy, or its `--shadow` file.
+    pub policy: String,
+    /// `agree`, `differ`, `failed` or `dropped`.
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    pub policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LoadLabels {
     pub source: String,
     pub result: String,
@@ -46,6 +64,9 @@ pub struct Metrics {
     pub api_writes: Family<WriteLabels, Counter>,
     policy_loads: Family<LoadLabels, Counter>,
     events_dropped: Family<ReasonLabels, Counter>,
+    decisions_recorded: Family<ResultLabels, Counter>,
+    shadow_decisions: Family<ShadowLabels, Counter>,
+    shadow_duration: Family<PolicyLabels, Histogram, fn() -> Histogram>,
     policies_refused: Family<ReasonLabels, Counter>,
     leader: Gauge,
     shard_namespaces: Gauge,
@@ -64,6 +85,9 @@ impl Default for Metrics {
             api_writes: Family::default(),
             policy_loads: Family::default(),
             events_dropped: Family::default(),
+            decisions_recorded: Family::default(),
+            shadow_decisions: Family::default(),
+            shadow_duration: Family::new_with_constructor(decision_buckets),
             policies_refused: Family::default(),
             leader: Gauge::default(),
             shard_namespaces: Gauge::default(),
@@ -113,6 +137,23 @@ impl Default for Metrics {
             "Events not published, by reason: a policy's over its per-object rate limit, or any when the queue is full",
             m.events_dropped.clone(),
         );
+        registry.register(
+            "decisions_recorded",
+            "Decisions given to --record-dir, by result: written, dropped (the writer was behind) or failed",
+            m.decisions_recorded.clone(),
+        );
+        registry.register(
+            "shadow_decisions",
+            "Shadow decisions, by shadow and outcome: agree, differ, failed (trap, deadline, memory, \
+             refused by the checks) or dropped (the shadow queue was full)",
+            m.shadow_decisions.clone(),
+        );
+        registry.register_with_unit(
+            "shadow_decision_duration",
+            "Shadow decision duration (fresh instance + call), by shadow",
+            prometheus_client::registry::Unit::Seconds,
+            m.shadow_duration.clone(),
+        );
         Metrics { registry, ..m }
     }
 }
@@ -154,6 +195,17 @@ impl Metrics {
 
     pub fn event_dropped(&self, reason: &str) {
         self.events_dropped.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
+    }
+
+    pub fn decision_recorded(&self, result: &str) {
+        self.decisions_recorded.get_or_create(&ResultLabels { result: result.into() }).inc();
+    }
+
+    pub fn shadow_decided(&self, policy: &str, outcome: &str, took: Option<Duration>) {
+        self.shadow_decisions.get_or_create(&ShadowLabels { policy: policy.into(), outcome: outcome.into() }).inc();
+        if let Some(took) = took {
+            self.shadow_duration.get_or_create(&PolicyLabels { policy: policy.into() }).observe(took.as_secs_f64());
+        }
     }
 
     pub fn policy_failure(&self, reason: &str) {

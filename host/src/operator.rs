@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::context::{Context, ContextSettings};
-use crate::crd::ReconcilePolicy;
+use crate::crd::{PolicyMode, ReconcilePolicy};
 use crate::kubernetes::client;
 pub use crate::kubernetes::leader::Settings as LeaderSettings;
 use crate::kubernetes::leader::{self, Leadership};
@@ -34,6 +34,7 @@ use crate::kubernetes::shard::{Change, Shard};
 use crate::kubernetes::version;
 use crate::metrics::Metrics;
 use crate::reconcile::controller::SHUTDOWN_GRACE;
+use crate::reconcile::record;
 use crate::sandbox::{Limits, PolicyEngine};
 use crate::sources;
 
@@ -42,6 +43,9 @@ use crate::sources;
 pub struct Settings {
     /// The default policy modules, one per parent kind; watched for changes.
     pub policies: Vec<PathBuf>,
+    /// Shadow modules, one per parent kind: each decides beside the live policy of
+    /// its kind, everywhere, and never acts. Watched for changes.
+    pub shadows: Vec<PathBuf>,
     /// Only this namespace, or all when `None`.
     pub namespace: Option<String>,
     /// As one shard: only the namespaces whose labels match this selector.
@@ -56,6 +60,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Leader election, or `None` for a single replica.
     pub leader: Option<leader::Settings>,
+    /// Record every decision as a scenario file, or `None`.
+    pub record: Option<record::Settings>,
     /// Benchmark builds only: guest-podset decides natively (`sandbox::native`).
     #[cfg(feature = "native-podset")]
     pub native_podset: bool,
@@ -65,7 +71,7 @@ pub struct Settings {
 pub struct Operator {
     ctx: Arc<Context>,
     listener: TcpListener,
-    files: Vec<PathBuf>,
+    files: Vec<(PathBuf, PolicyMode)>,
     /// Files whose policy could not be admitted yet (a CRD not installed, the API
     /// server unreachable): retried while running.
     pending: BTreeSet<PathBuf>,
@@ -122,6 +128,16 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         engine
     };
     let engine = Arc::new(engine);
+    let recorder = match settings.record.clone() {
+        Some(r) => {
+            let dir = r.dir.display().to_string();
+            let recorder = record::Recorder::start(r, metrics.clone())
+                .map_err(|e| anyhow::anyhow!("cannot record decisions under {dir}: {e}"))?;
+            info!(dir, "recording every decision as a scenario file");
+            Some(recorder)
+        }
+        None => None,
+    };
     let knobs = ContextSettings {
         namespace: settings.namespace.clone(),
         resync: settings.resync,
@@ -130,12 +146,17 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         metrics,
         leadership,
         shard,
+        recorder,
     };
-    let ctx = Context::new(client, engine, knobs, shutdown);
+    let ctx = Context::new(client, engine, knobs, shutdown)
+        .map_err(|e| anyhow::anyhow!("cannot start the shadow decisions' thread: {e}"))?;
 
     let mut pending = BTreeSet::new();
-    for path in &settings.policies {
-        match sources::file::load(&ctx, path).await {
+    let files: Vec<(PathBuf, PolicyMode)> = (settings.policies.iter().map(|p| (p.clone(), PolicyMode::Enforce)))
+        .chain(settings.shadows.iter().map(|p| (p.clone(), PolicyMode::Shadow)))
+        .collect();
+    for (path, mode) in &files {
+        match sources::file::load(&ctx, path, *mode).await {
             Ok(_) => {}
             Err(e) if e.is_retryable() => {
                 warn!("{e}; serving the other policies and retrying every {:?}", sources::file::RETRY);
@@ -145,7 +166,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(Operator { ctx, listener, files: settings.policies, pending, release, lost, selected })
+    Ok(Operator { ctx, listener, files, pending, release, lost, selected })
 }
 
 impl Operator {
@@ -167,6 +188,7 @@ impl Operator {
         let configmaps: Api<PartialObjectMeta<ConfigMap>> = scoped(&ctx.client, ctx.namespace.as_deref());
         let (rp_requeue, rp_requeued) = futures::channel::mpsc::unbounded();
         let shard_watch = joined(ctx.clone(), selected, rp_reader.clone(), rp_requeue);
+        let shadow_reports = sources::cluster::report_shadows(ctx.clone(), rp_reader.clone());
         let policy_controller = sources::cluster::run(
             ctx.clone(),
             rp_stream,
@@ -210,8 +232,8 @@ impl Operator {
                 _ = shutdown.cancelled() => {}
             }
         };
-        let (_, _, http_result, _, _, _) =
-            tokio::join!(controllers, policy_controller, http, file_watch, shard_watch, version_check);
+        let (_, _, http_result, _, _, _, _) =
+            tokio::join!(controllers, policy_controller, http, file_watch, shard_watch, version_check, shadow_reports);
         http_result?;
         if lost.is_cancelled() {
             anyhow::bail!("lost the leader lease");

@@ -82,12 +82,18 @@ async fn the_operator_sdk_walkthrough_with_a_podset_beside_it_in_one_operator() 
     common::require_real_node(&client).await;
     let ns = common::namespace(&client, "memcached").await;
     let dir = common::policy_dir();
-    let op = common::Operator::start_serving(
+    // Every decision is recorded, and replayed at the end.
+    let record = tempfile::tempdir().expect("tempdir");
+    let mut op = common::Operator::spawn_with_args(
         &ns,
         &[&dir.join("podset.wasm"), &dir.join("memcached.wasm")],
         &common::kubeconfig_path(),
-    )
-    .await;
+        &["--record-dir", &record.path().to_string_lossy()],
+    );
+    op.ready().await;
+    // A shadow of the serving module beside it: it must agree on every decision.
+    common::publish_shadow(&client, &ns, "shadow", "shadow-module", &common::read_policy("memcached.wasm"), None).await;
+    common::policy_loaded(&client, &ns, "shadow", &op).await;
     let mcs = memcacheds(&client, &ns);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let podsets: Api<PodSet> = Api::namespaced(client.clone(), &ns);
@@ -96,9 +102,12 @@ async fn the_operator_sdk_walkthrough_with_a_podset_beside_it_in_one_operator() 
     // A PodSet, served by the same process.
     podsets.create(&PostParams::default(), &common::podset("web", 2)).await.expect("create PodSet");
 
-    // kubectl apply -f manifests/samples/cache_v1alpha1_memcached.yaml (size 3).
+    // As the walkthrough says: kubectl apply (which keeps the object as applied in an
+    // annotation: recordings redact it).
     let started = Instant::now();
-    mcs.create(&PostParams::default(), &sample(3)).await.expect("create Memcached");
+    let sample_file = common::workspace().join("manifests/samples/cache_v1alpha1_memcached.yaml");
+    let (ok, out) = common::kubectl(&["apply", "-n", &ns, "-f", &sample_file.to_string_lossy()]);
+    assert!(ok, "kubectl apply: {out}");
     let nodes = converged(&mcs, &deployments, 3).await;
     let to_three = started.elapsed();
     let mc = mcs.get("memcached-sample").await.expect("get");
@@ -136,11 +145,42 @@ async fn the_operator_sdk_walkthrough_with_a_podset_beside_it_in_one_operator() 
     converged(&mcs, &deployments, 5).await;
     let to_five = started.elapsed();
 
+    // The live object as a test case (`policy record` reads it from the API server, where
+    // kubectl's last-applied copy is): redacted, and it passes as a scenario.
+    let case = record.path().join("memcached-sample.yaml");
+    let object = format!("{ns}/memcached-sample");
+    let memcached_wasm = dir.join("memcached.wasm");
+    let (ok, out) = common::policy_cli(&[
+        "record".as_ref(),
+        "memcacheds".as_ref(),
+        object.as_ref(),
+        "--policy".as_ref(),
+        memcached_wasm.as_os_str(),
+        "-o".as_ref(),
+        case.as_os_str(),
+    ]);
+    assert!(ok, "{out}");
+    let text = std::fs::read_to_string(&case).expect("the recorded case");
+    let doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
+    let last_applied = doc["input"]["parent"]["meta"]["annotations"]
+        .as_sequence()
+        .and_then(|a| a.iter().find(|kv| kv["key"] == "kubectl.kubernetes.io/last-applied-configuration"))
+        .unwrap_or_else(|| panic!("kubectl's annotation is on the object:\n{text}"));
+    assert_eq!(last_applied["value"], podset_host::reconcile::record::REDACTED, "{text}");
+    assert!(!text.contains("\"containerPort\":11211"), "nothing of the applied JSON is left:\n{text}");
+    assert!(text.contains("replicas: 5"), "the Deployment it controls is in the input:\n{text}");
+    let (ok, out) = common::policy_cli(&["test".as_ref(), memcached_wasm.as_os_str(), case.as_os_str()]);
+    assert!(ok && out.contains("1 passed, 0 failed"), "{out}");
+
     // Converged: nothing more is written for it, whatever wakes it.
-    let metrics = op.metrics().await;
-    let before = sum_metric(&metrics, "podset_api_writes_total", "");
+    // (The shadow's tally, written to its ReconcilePolicy every few seconds, aside.)
+    let writes = |metrics: &str| {
+        sum_metric(metrics, "podset_api_writes_total", "")
+            - sum_metric(metrics, "podset_api_writes_total", r#"resource="reconcilepolicies"#)
+    };
+    let before = writes(&op.metrics().await);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let after = op.sum("podset_api_writes_total", "").await;
+    let after = writes(&op.metrics().await);
     assert_eq!(after, before, "a converged Memcached and PodSet cost no writes");
 
     // kubectl delete: the finalizer flow runs, then everything is gone.
@@ -176,6 +216,29 @@ async fn the_operator_sdk_walkthrough_with_a_podset_beside_it_in_one_operator() 
     })
     .await;
     println!("Memcached walkthrough: 0→3 ready in {to_three:?}, 3→5 in {to_five:?}, deleted in {gone:?}");
+    let st = common::shadow_settled(&client, &ns, "shadow", &op).await;
+    assert_eq!((st.agreed, st.differed, st.failed, st.dropped), (st.decisions, 0, 0, 0), "{st:#?}");
+    println!("Memcached shadow of the same module: {} decisions, all agree", st.decisions);
+
+    // Every decision of the walkthrough, replayed with the module that made it, is the
+    // same; the object kubectl applied reached the files redacted.
+    assert!(op.terminate(Duration::from_secs(10)), "the operator stops cleanly (log: {})", op.log.display());
+    for (kind, module) in [("Memcached.cache.example.com", "memcached.wasm"), ("PodSet.app.example.com", "podset.wasm")]
+    {
+        let recorded = record.path().join(kind).join(&ns);
+        let files = podset_host::sandbox::replay::files(std::slice::from_ref(&recorded)).expect("recordings");
+        let (ok, out) = common::replay(&[dir.join(module).as_os_str(), recorded.as_os_str()]);
+        assert!(ok, "{kind} decisions replayed with {module}:\n{out}");
+        assert_eq!(common::replay_summary(&out), Some((files.len(), files.len(), 0, 0)), "{out}");
+        assert!(files.len() >= 3, "{kind}: {files:?}");
+        println!("{kind}: {} recorded decisions replayed, all agree", files.len());
+    }
+    // The operator's caches drop kubectl's last-applied copy: it never reaches a policy.
+    let memcached = record.path().join("Memcached.cache.example.com").join(&ns).join("memcached-sample");
+    for file in podset_host::sandbox::replay::files(&[memcached]).expect("recordings") {
+        let text = std::fs::read_to_string(&file).expect("read");
+        assert!(!text.contains("last-applied"), "{text}");
+    }
     common::delete_namespace(&client, &ns).await;
 }
 

@@ -54,7 +54,20 @@ async fn the_sample_measures_pod_to_pod_throughput_on_the_real_node() {
     let client = common::client().await;
     common::require_real_node(&client).await;
     let ns = common::namespace(&client, "netperf").await;
-    let op = operator(&ns).await;
+    // Every decision of the phase machine is recorded, and replayed at the end.
+    let record = tempfile::tempdir().expect("tempdir");
+    let netperf = policy_dir().join("netperf.wasm");
+    let mut op = Operator::spawn_with_args(
+        &ns,
+        &[&netperf],
+        &common::kubeconfig_path(),
+        &["--record-dir", &record.path().to_string_lossy()],
+    );
+    op.ready().await;
+    // A shadow of the serving module: given the same input, the phase machine decides
+    // the same at every step.
+    common::publish_shadow(&client, &ns, "shadow", "shadow-module", &common::read_policy("netperf.wasm"), None).await;
+    common::policy_loaded(&client, &ns, "shadow", &op).await;
     let audit = AuditLog::open();
     let mark = audit.mark();
 
@@ -79,7 +92,20 @@ async fn the_sample_measures_pod_to_pod_throughput_on_the_real_node() {
     let (ok, out) = kubectl(&["get", "netperf", "-n", &ns, "netperf-sample"]);
     assert!(ok && out.contains("Done"), "the Phase column: {out}");
     assert_eq!(operator_pod_creates(&audit.since(mark), &ns), 2, "one server and one client");
-    drop(op);
+    let st = common::shadow_settled(&client, &ns, "shadow", &op).await;
+    assert_eq!((st.agreed, st.differed, st.failed, st.dropped), (st.decisions, 0, 0, 0), "{st:#?}");
+    println!("netperf-sample: a shadow of the same module agreed on all {} decisions", st.decisions);
+
+    // Replayed with the module that made them, the phase machine's recorded decisions
+    // are the same, one by one: each carries the status it decided from.
+    assert!(op.terminate(Duration::from_secs(10)), "the operator stops cleanly (log: {})", op.log.display());
+    let recorded = record.path().join("Netperf.app.example.com").join(&ns).join("netperf-sample");
+    let files = podset_host::sandbox::replay::files(std::slice::from_ref(&recorded)).expect("recordings");
+    assert!(files.len() >= 4, "a decision per phase at least: {files:?}");
+    let (ok, out) = common::replay(&[netperf.as_os_str(), recorded.as_os_str()]);
+    assert!(ok, "{out}");
+    assert_eq!(common::replay_summary(&out), Some((files.len(), files.len(), 0, 0)), "{out}");
+    println!("netperf-sample: {} recorded decisions replayed, all agree", files.len());
     common::delete_namespace(&client, &ns).await;
 }
 

@@ -125,8 +125,9 @@ impl Rig {
             metrics: Arc::new(Metrics::default()),
             leadership: podset_host::kubernetes::leader::Leadership::alone(),
             shard: podset_host::kubernetes::shard::Shard::all(),
+            recorder: None,
         };
-        let ctx = Context::new(client, engine, settings, CancellationToken::new());
+        let ctx = Context::new(client, engine, settings, CancellationToken::new()).expect("a context");
         let resolved = Resolved { parent: podsets(), children: vec![pods()], related: Vec::new(), finalizer: None };
         Rig { ctx, admitted: Admitted { policy, resolved }, seen }
     }

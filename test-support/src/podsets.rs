@@ -85,9 +85,15 @@ impl Env {
     }
 
     pub async fn with_policy(prefix: &str, policy: &std::path::Path) -> Env {
+        Self::with_args(prefix, policy, &[]).await
+    }
+
+    /// As [`Env::with_policy`], with more `podset-host run` flags.
+    pub async fn with_args(prefix: &str, policy: &std::path::Path, extra: &[&str]) -> Env {
         let client = client().await;
         let ns = namespace(&client, prefix).await;
-        let op = Operator::start(&ns, policy).await;
+        let op = Operator::spawn_with_args(&ns, &[policy], &crate::cluster::kubeconfig_path(), extra);
+        op.ready().await;
         Env {
             podsets: Api::namespaced(client.clone(), &ns),
             pods: Api::namespaced(client.clone(), &ns),

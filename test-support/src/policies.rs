@@ -36,6 +36,30 @@ pub async fn publish_policy(
     module: &[u8],
     selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 ) {
+    publish_in_mode(client, ns, rp, cm, module, selector, podset_host::crd::PolicyMode::Enforce).await;
+}
+
+/// [`publish_policy`], in Shadow mode: the policy decides beside the live one and never acts.
+pub async fn publish_shadow(
+    client: &Client,
+    ns: &str,
+    rp: &str,
+    cm: &str,
+    module: &[u8],
+    selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+) {
+    publish_in_mode(client, ns, rp, cm, module, selector, podset_host::crd::PolicyMode::Shadow).await;
+}
+
+async fn publish_in_mode(
+    client: &Client,
+    ns: &str,
+    rp: &str,
+    cm: &str,
+    module: &[u8],
+    selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    mode: podset_host::crd::PolicyMode,
+) {
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::ConfigMap;
     use podset_host::crd::{ConfigMapKeyRef, ReconcilePolicy, ReconcilePolicySpec};
@@ -53,9 +77,74 @@ pub async fn publish_policy(
             config_map_ref: ConfigMapKeyRef { name: cm.into(), key: "module.wasm".into() },
             sha256: podset_host::sandbox::Digest::of(module).to_string(),
             selector,
+            mode,
         },
     );
     policy.metadata.namespace = Some(ns.into());
     let rps: Api<ReconcilePolicy> = Api::namespaced(client.clone(), ns);
     rps.patch(rp, &pp, &Patch::Apply(&policy)).await.expect("apply ReconcilePolicy");
+}
+
+/// `podset-host policy replay ARGS…` as a user runs it: whether it exited 0, and what
+/// it printed.
+pub fn replay(args: &[&std::ffi::OsStr]) -> (bool, String) {
+    let mut all = vec![std::ffi::OsStr::new("replay")];
+    all.extend_from_slice(args);
+    policy_cli(&all)
+}
+
+/// `podset-host policy ARGS…` as a user runs it, against the test cluster: whether it
+/// exited 0, and what it printed.
+pub fn policy_cli(args: &[&std::ffi::OsStr]) -> (bool, String) {
+    let out = std::process::Command::new(crate::operator::operator_binary())
+        .arg("policy")
+        .args(args)
+        .env("KUBECONFIG", crate::cluster::kubeconfig_path())
+        .output()
+        .expect("run podset-host policy");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// The counts of a replay's closing line, `N scenarios: A agree, D differ, F failed`.
+pub fn replay_summary(output: &str) -> Option<(usize, usize, usize, usize)> {
+    let line = output.lines().rev().find(|l| l.contains(" scenarios: "))?;
+    let n: Vec<usize> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+    match n[..] {
+        [total, agree, differ, failed] => Some((total, agree, differ, failed)),
+        _ => None,
+    }
+}
+
+/// Waits until ReconcilePolicy `rp` of `ns` has loaded its module (Ready=True).
+pub async fn policy_loaded(client: &Client, ns: &str, rp: &str, op: &crate::operator::Operator) {
+    use podset_host::crd::ReconcilePolicy;
+    let rps: Api<ReconcilePolicy> = Api::namespaced(client.clone(), ns);
+    let what = format!("ReconcilePolicy {rp} to load (log: {})", op.log.display());
+    crate::poll::eventually(&what, std::time::Duration::from_secs(60), || async {
+        let st = rps.get(rp).await.ok()?.status?;
+        st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True").then_some(())
+    })
+    .await;
+}
+
+/// The `status.shadow` of Shadow ReconcilePolicy `rp` of `ns`, once it has caught up
+/// with `op`'s metrics (it is written every few seconds): every decision the operator
+/// counted is in it, and there was at least one.
+pub async fn shadow_settled(
+    client: &Client,
+    ns: &str,
+    rp: &str,
+    op: &crate::operator::Operator,
+) -> podset_host::crd::ShadowStatus {
+    use podset_host::crd::ReconcilePolicy;
+    let rps: Api<ReconcilePolicy> = Api::namespaced(client.clone(), ns);
+    let label = format!(r#"policy="{ns}/{rp}""#);
+    let what = format!("status.shadow of {rp} to catch up (log: {})", op.log.display());
+    crate::poll::eventually(&what, std::time::Duration::from_secs(60), || async {
+        let counted = op.sum("podset_shadow_decisions_total", &label).await;
+        let st = rps.get(rp).await.ok()?.status?.shadow?;
+        (st.decisions > 0 && (st.decisions + st.dropped) as f64 == counted).then_some(st)
+    })
+    .await
 }

@@ -70,6 +70,16 @@ impl AccessError {
 
 /// Resolves `d` and checks the operator may act on it in `namespace` (all when `None`).
 pub async fn resolve(client: &Client, namespace: Option<&str>, d: &Declarations) -> Result<Resolved, AccessError> {
+    let resolved = discover_all(client, d).await?;
+    for (verb, resource, sub) in needs(&resolved) {
+        allowed(client, namespace, verb, resource, sub).await?;
+    }
+    Ok(resolved)
+}
+
+/// Resolves what `d` declares to the API server's resources, without checking what
+/// this identity may do with them (for a reader such as `policy record`).
+pub async fn discover_all(client: &Client, d: &Declarations) -> Result<Resolved, AccessError> {
     let parent = discover(client, &to_gvk(&d.parent)).await?;
     let mut children = Vec::new();
     for c in &d.children {
@@ -79,11 +89,7 @@ pub async fn resolve(client: &Client, namespace: Option<&str>, d: &Declarations)
     for r in &d.related {
         related.push((discover(client, &to_gvk(&r.kind)).await?, r.clone()));
     }
-    let resolved = Resolved { parent, children, related, finalizer: d.finalizer.clone() };
-    for (verb, resource, sub) in needs(&resolved) {
-        allowed(client, namespace, verb, resource, sub).await?;
-    }
-    Ok(resolved)
+    Ok(Resolved { parent, children, related, finalizer: d.finalizer.clone() })
 }
 
 /// The verbs the host uses on behalf of a policy.

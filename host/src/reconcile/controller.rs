@@ -192,7 +192,7 @@ impl Kinds {
 
 fn desired(ctx: &Context) -> HashMap<GroupVersionKind, Shape> {
     let mut out: HashMap<GroupVersionKind, Shape> = HashMap::new();
-    for admitted in ctx.registry.all() {
+    for admitted in ctx.registry.enforcing() {
         let r = &admitted.resolved;
         let shape = out.entry(admitted.parent_kind()).or_insert_with(|| Shape {
             parent: r.parent.clone(),

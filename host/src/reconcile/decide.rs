@@ -4,9 +4,11 @@
 use super::check::Rejection;
 use super::observe::Observed;
 use super::plan::Plan;
+use super::record::{Recorder, Subject};
+use super::shadow::Shadows;
 use crate::contract::{podset, reconciler};
-use crate::registry::Admitted;
-use crate::sandbox::{Actions, Input, PolicyEngine, Spent};
+use crate::registry::{Admitted, Shadow};
+use crate::sandbox::{Actions, Input, Policy, PolicyEngine, Spent};
 
 /// Why there is no plan.
 pub enum Failed {
@@ -16,20 +18,57 @@ pub enum Failed {
     Rejected(Rejection),
 }
 
-/// Asks `admitted`'s policy what to do about `observed`. Returns the plan and what
-/// the decision took.
-pub async fn decide(engine: &PolicyEngine, admitted: &Admitted, observed: &Observed) -> Result<(Plan, Spent), Failed> {
-    let policy = admitted.policy.clone();
-    let input = if policy.is_podset_world() {
-        Input::PodSet(podset::input(observed).map_err(Failed::Rejected)?)
+/// Who else is told about a decision.
+#[derive(Default)]
+pub struct Witnesses<'a> {
+    /// Writes it as a scenario file (`--record-dir`).
+    pub recorder: Option<&'a Recorder>,
+    /// Decide beside it, and compare.
+    pub shadows: Option<(&'a Shadows, Vec<Shadow>)>,
+}
+
+/// `policy`'s input for `observed`, in its world.
+pub fn input_for(policy: &Policy, observed: &Observed) -> Result<Input, Rejection> {
+    Ok(if policy.is_podset_world() {
+        Input::PodSet(podset::input(observed)?)
     } else {
         Input::Reconcile(reconciler::input(observed))
-    };
-    let decision = engine.decide(policy, input).await.map_err(Failed::Policy)?;
+    })
+}
+
+/// Asks `admitted`'s policy what to do about `observed`, and tells the `witnesses`.
+/// Returns the plan and what the decision took.
+pub async fn decide(
+    engine: &PolicyEngine,
+    admitted: &Admitted,
+    observed: &Observed,
+    witnesses: Witnesses<'_>,
+) -> Result<(Plan, Spent), Failed> {
+    let policy = admitted.policy.clone();
+    let input = input_for(&policy, observed).map_err(Failed::Rejected)?;
+    let kept = witnesses.recorder.map(|_| input.clone());
+    let decision = engine.decide(policy.clone(), input).await;
+    if let (Some(recorder), Some(input)) = (witnesses.recorder, kept) {
+        let outcome = decision.as_ref().map(|d| d.actions.clone()).map_err(|e| e.reason());
+        recorder.record(subject(observed), &policy, input, outcome);
+    }
+    if let Some((shadows, which)) = witnesses.shadows {
+        let live = decision.as_ref().map(|d| d.actions.clone()).map_err(|e| e.reason().to_string());
+        shadows.offer(which, observed, live);
+    }
+    let decision = decision.map_err(Failed::Policy)?;
     let plan = match decision.actions {
         Actions::PodSet(actions) => podset::plan(actions, observed),
         Actions::Reconcile(actions) => reconciler::plan(actions),
     }
     .map_err(Failed::Rejected)?;
     Ok((plan, decision.spent))
+}
+
+/// The parent a decision is for, as a recording names it.
+fn subject(observed: &Observed) -> Subject {
+    let r = &observed.parent_resource;
+    let kind = if r.group.is_empty() { r.kind.clone() } else { format!("{}.{}", r.kind, r.group) };
+    let m = &observed.parent.metadata;
+    Subject { kind, namespace: m.namespace.clone().unwrap_or_default(), name: m.name.clone().unwrap_or_default() }
 }

@@ -5,6 +5,9 @@
 //! [`check`] (the plan against the parent; [`restrict`]s pods) →
 //! [`execute`] (children, Events, finalizer) → [`status`] (written only when changed).
 //!
+//! [`shadow`] policies decide beside the live one and are compared, never performed;
+//! [`record`] writes decisions as scenario files.
+//!
 //! [`controller`] runs one kube-runtime controller per parent kind served;
 //! [`expectations`] remember what was asked of the API server and not yet seen.
 
@@ -15,7 +18,10 @@ pub mod execute;
 pub mod expectations;
 pub mod observe;
 pub mod plan;
+pub mod record;
 pub mod restrict;
+pub mod shadow;
+pub mod snapshot;
 pub mod status;
 pub mod syntax;
 
@@ -135,7 +141,12 @@ pub async fn act(ctx: &Context, admitted: &Admitted, observed: &Observed) -> Res
     let resolved = &admitted.resolved;
     let label = admitted.policy.label().to_string();
     let resource = &observed.parent_resource;
-    let plan = match decide::decide(&ctx.engine, admitted, observed).await {
+    let shadows = ctx.registry.shadows_for(parent, &admitted.parent_kind());
+    let witnesses = decide::Witnesses {
+        recorder: ctx.recorder.as_ref(),
+        shadows: (!shadows.is_empty()).then_some((&ctx.shadows, shadows)),
+    };
+    let plan = match decide::decide(&ctx.engine, admitted, observed, witnesses).await {
         Ok((plan, spent)) => {
             ctx.metrics.decided(spent, observed.children.len());
             plan

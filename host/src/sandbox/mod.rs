@@ -8,6 +8,7 @@
 //! [`Limits`]. Nothing survives between calls.
 
 pub mod bench;
+pub mod compare;
 pub mod componentize;
 mod digest;
 mod error;
@@ -18,6 +19,7 @@ mod load;
 #[cfg(feature = "native-podset")]
 pub mod native;
 mod output;
+pub mod replay;
 pub mod scenario;
 
 use std::collections::HashMap;

@@ -20,6 +20,7 @@ use serde_yaml::Value;
 use serde_yaml::value::TaggedValue;
 use similar::TextDiff;
 
+use super::compare::{Normal, Side};
 use super::{Actions, Error, Input, Policy};
 
 #[derive(Debug, Deserialize)]
@@ -27,6 +28,9 @@ use super::{Actions, Error, Input, Policy};
 pub struct Scenario {
     #[serde(default)]
     pub name: Option<String>,
+    /// The digest of the module whose decision `expect` holds (a recorded decision).
+    #[serde(default)]
+    pub digest: Option<String>,
     input: Value,
     expect: Expect,
 }
@@ -81,6 +85,14 @@ impl Scenario {
         input_for(policy, self.input.clone())
     }
 
+    /// The expected decision, in the form [`compare`](super::compare) compares.
+    pub fn expected(&self, policy: &Policy) -> Result<Side, Failure> {
+        match (&self.expect.actions, &self.expect.error) {
+            (Some(actions), _) => Ok(Ok(Normal::of_actions(&expected_actions(policy, actions.clone())?))),
+            (None, error) => Ok(Err(error.clone().unwrap_or_default())),
+        }
+    }
+
     /// Runs the scenario once against `policy`.
     pub fn check(&self, policy: &Policy) -> Result<(), Failure> {
         let input = self.input(policy)?;
@@ -105,6 +117,55 @@ impl Scenario {
                 error,
             }),
         }
+    }
+}
+
+/// What `policy` decides for `input`, in the form [`compare`](super::compare) compares.
+pub fn decided(policy: &Policy, input: &Input) -> Side {
+    policy.decide(input).map(|d| Normal::of_actions(&d.actions)).map_err(|e| e.reason().to_string())
+}
+
+/// A decision as a scenario file (`policy test` and `policy replay` read it): `input`,
+/// what the policy returned as `expect`, and the module's digest.
+pub fn write(name: &str, digest: &str, input: &Input, outcome: Result<&Actions, &str>) -> String {
+    let input = match input {
+        Input::PodSet(i) => serde_yaml::to_value(i),
+        Input::Reconcile(i) => serde_yaml::to_value(i),
+    }
+    .map(unfold_bodies)
+    .unwrap_or(Value::Null);
+    let mut expect = serde_yaml::Mapping::new();
+    match outcome {
+        Ok(actions) => expect.insert("actions".into(), readable(actions)),
+        Err(reason) => expect.insert("error".into(), reason.into()),
+    };
+    let mut file = serde_yaml::Mapping::new();
+    file.insert("name".into(), name.into());
+    file.insert("digest".into(), digest.into());
+    file.insert("input".into(), input);
+    file.insert("expect".into(), Value::Mapping(expect));
+    to_yaml(&Value::Mapping(file))
+}
+
+/// An input's `body` JSON strings as YAML, the inverse of [`embed_json`] on an input.
+fn unfold_bodies(value: Value) -> Value {
+    match value {
+        Value::Mapping(m) => Value::Mapping(
+            m.into_iter()
+                .map(|(k, v)| {
+                    let v = match (k.as_str(), v) {
+                        (Some("body"), Value::String(s)) => serde_json::from_str::<serde_json::Value>(&s)
+                            .ok()
+                            .and_then(|j| serde_yaml::to_value(j).ok())
+                            .unwrap_or(Value::String(s)),
+                        (_, v) => unfold_bodies(v),
+                    };
+                    (k, v)
+                })
+                .collect(),
+        ),
+        Value::Sequence(s) => Value::Sequence(s.into_iter().map(unfold_bodies).collect()),
+        other => other,
     }
 }
 
@@ -190,6 +251,66 @@ fn diff(expected: &str, actual: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn object(kind: &str, body: &str) -> crate::contract::bindings::reconciler::Object {
+        use crate::contract::bindings::GroupVersionKind;
+        use crate::contract::bindings::reconciler::{Object, ObjectMeta};
+        Object {
+            kind: GroupVersionKind { group: "cache.example.com".into(), version: "v1alpha1".into(), kind: kind.into() },
+            meta: ObjectMeta {
+                name: "m".into(),
+                namespace: "ns".into(),
+                uid: "u".into(),
+                generation: 2,
+                resource_version: "7".into(),
+                labels: vec![],
+                annotations: vec![],
+                created_at: 1,
+                deleting: false,
+                finalizers: vec!["f".into()],
+            },
+            body: body.into(),
+        }
+    }
+
+    #[test]
+    fn a_written_scenario_reads_back_as_the_same_input_and_actions() {
+        use crate::contract::bindings::reconciler::{Action, InFlight, Input as RInput};
+        let input = Input::Reconcile(RInput {
+            parent: object("Memcached", r#"{"spec":{"size":3},"status":{"nodes":["a"]}}"#),
+            children: vec![object("Deployment", r#"{"spec":{"replicas":3}}"#)],
+            related: vec![],
+            in_flight: InFlight { creations: vec![], deletions: vec![] },
+            now: 1_700_000_000_000,
+        });
+        let actions = Actions::Reconcile(vec![
+            Action::Apply(r#"{"kind":"Deployment","spec":{"replicas":3}}"#.into()),
+            Action::RequeueAfter(5),
+        ]);
+        let text = write("Memcached ns/m", "sha256:00", &input, Ok(&actions));
+        assert!(text.contains("size: 3"), "bodies are written as YAML:\n{text}");
+        let s: Scenario = serde_yaml::from_str(&text).expect("a scenario");
+        assert_eq!(s.digest.as_deref(), Some("sha256:00"));
+        let back: crate::contract::bindings::reconciler::Input =
+            serde_yaml::from_value(embed_json(s.input.clone(), false)).expect("input");
+        let Input::Reconcile(original) = &input else { unreachable!() };
+        assert_eq!(back.parent.meta, original.parent.meta);
+        for (b, o) in [(&back.parent.body, &original.parent.body), (&back.children[0].body, &original.children[0].body)]
+        {
+            let (b, o): (serde_json::Value, serde_json::Value) =
+                (serde_json::from_str(b).expect("json"), serde_json::from_str(o).expect("json"));
+            assert_eq!(b, o);
+        }
+        let expected: Vec<Action> =
+            serde_yaml::from_value(embed_json(s.expect.actions.clone().expect("actions"), false)).expect("actions");
+        assert_eq!(
+            super::super::compare::Normal::of_actions(&Actions::Reconcile(expected)),
+            super::super::compare::Normal::of_actions(&actions)
+        );
+        let failed = write("x", "sha256:00", &input, Err("PolicyTrapped"));
+        let s: Scenario = serde_yaml::from_str(&failed).expect("a scenario");
+        assert_eq!(s.expect.error.as_deref(), Some("PolicyTrapped"));
+    }
 
     #[test]
     fn yaml_json_fields_become_json_strings_and_back() {

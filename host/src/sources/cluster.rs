@@ -23,10 +23,10 @@ use tracing::{info, warn};
 use super::{admit, decides};
 use crate::conditions;
 use crate::context::Context;
-use crate::crd::{ReconcilePolicy, ReconcilePolicyStatus};
+use crate::crd::{PolicyMode, ReconcilePolicy, ReconcilePolicyStatus};
 use crate::kubernetes::cache::reflected;
 use crate::kubernetes::events::{Origin, event};
-use crate::registry::{Admitted, PolicyRef};
+use crate::registry::{Admitted, PolicyRef, ShadowSource};
 use crate::sandbox::Digest;
 
 /// Why a ReconcilePolicy's reconcile failed (only API errors: a bad module is a
@@ -68,10 +68,19 @@ pub fn events(
 }
 
 /// Declares `rp`, so the parents naming it wait for its module. An invalid selector
-/// is reported by its reconcile; until then it is declared without one.
+/// is reported by its reconcile; until then it is declared without one. A new
+/// selector or mode re-queues the parents of its namespace, of the kind it serves: a
+/// parent it now selects or no longer selects, or whose shadow it became, is decided
+/// again at once rather than at its next change.
 fn declare(ctx: &Context, rp: &ReconcilePolicy) {
-    if ctx.registry.declare(&key_of(rp), rp.spec.selector.as_ref()).is_err() {
-        let _ = ctx.registry.declare(&key_of(rp), None);
+    let key = key_of(rp);
+    let changed = match ctx.registry.declare(&key, rp.spec.selector.as_ref(), rp.spec.mode) {
+        Ok(changed) => changed,
+        Err(_) => ctx.registry.declare(&key, None, rp.spec.mode).unwrap_or(false),
+    };
+    if changed && let Some(serving) = ctx.registry.serving(&key) {
+        let n = ctx.kinds.requeue(&serving.parent_kind(), |p| p.namespace() == key.namespace);
+        info!(rp = %key, mode = ?rp.spec.mode, requeued = n, "ReconcilePolicy selector or mode changed");
     }
 }
 
@@ -87,6 +96,7 @@ fn withdraw(ctx: &Arc<Context>, key: &PolicyRef) {
             (kind, concerned)
         });
     ctx.registry.remove(key);
+    ctx.shadows.forget(&ShadowSource::Named(key.clone()));
     let ctx = ctx.clone();
     let key = key.clone();
     tokio::spawn(async move {
@@ -165,7 +175,11 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Action
     match &outcome {
         Outcome::Loaded { swapped: admitted } => {
             let policy = serving.as_ref().map(|a| a.policy.label().to_string()).unwrap_or_default();
-            let ready = conditions::new("Ready", "True", "Loaded", &format!("serving {policy}"), generation);
+            let doing = match rp.spec.mode {
+                PolicyMode::Enforce => format!("serving {policy}"),
+                PolicyMode::Shadow => format!("shadowing with {policy}: it decides beside the live policy, never acts"),
+            };
+            let ready = conditions::new("Ready", "True", "Loaded", &doing, generation);
             conditions::set(&mut next.conditions, &current.conditions, ready);
             next.conditions.retain(|c| c.type_ != "Failed");
             if let Some(admitted) = admitted {
@@ -209,7 +223,8 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Action
             }
             if serving.is_none() {
                 // Its parents must learn there is nothing to decide for them.
-                for kind in ctx.registry.all().iter().map(|a| a.parent_kind()).collect::<std::collections::HashSet<_>>()
+                for kind in
+                    ctx.registry.enforcing().iter().map(|a| a.parent_kind()).collect::<std::collections::HashSet<_>>()
                 {
                     ctx.kinds.requeue(&kind, |p| ctx.registry.concerns(&key, p));
                 }
@@ -257,7 +272,7 @@ async fn load(rp: &ReconcilePolicy, ctx: &Context) -> Result<Outcome, Error> {
     let key = key_of(rp);
     let refuse =
         |reason: &str, message: String| Ok(Outcome::Refused { reason: reason.into(), message, retryable: false });
-    if let Err(e) = ctx.registry.declare(&key, rp.spec.selector.as_ref()) {
+    if let Err(e) = ctx.registry.declare(&key, rp.spec.selector.as_ref(), rp.spec.mode) {
         return refuse("InvalidSelector", e);
     }
     let Some(pin) = Digest::parse(&rp.spec.sha256) else {
@@ -306,4 +321,53 @@ async fn load(rp: &ReconcilePolicy, ctx: &Context) -> Result<Outcome, Error> {
 fn publish(ctx: &Context, rp: &ReconcilePolicy, type_: EventType, reason: &str, note: String) {
     let ev = event(type_, reason, "Load", note, None);
     ctx.events.publish(&rp.object_ref(&()), ev, Origin::Host);
+}
+
+/// How often the shadows' tallies are written to their ReconcilePolicies' status: a
+/// shadow deciding hundreds of times a second costs one status write per policy per
+/// period.
+pub const SHADOW_REPORT: Duration = Duration::from_secs(5);
+/// A ShadowDiffers Event is published at most this often per ReconcilePolicy.
+pub const SHADOW_EVENT_EVERY: Duration = Duration::from_secs(60);
+
+/// Until shutdown, writes each Shadow ReconcilePolicy's tally into its
+/// `status.shadow` every [`SHADOW_REPORT`] when it changed, and publishes a
+/// `ShadowDiffers` Event when it differed again, at most every [`SHADOW_EVENT_EVERY`].
+pub async fn report_shadows(ctx: Arc<Context>, policies: Store<ReconcilePolicy>) {
+    // Per policy: when the last Event went out, and the differences it counted.
+    let mut told: std::collections::HashMap<PolicyRef, (Instant, i64)> = Default::default();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(SHADOW_REPORT) => {}
+            _ = ctx.shutdown.cancelled() => return,
+        }
+        if !ctx.leadership.is_acting() {
+            continue;
+        }
+        for (key, shadow) in ctx.shadows.changed() {
+            let Some(rp) = policies.get(&key) else { continue };
+            let api: Api<ReconcilePolicy> =
+                Api::namespaced(ctx.client.clone(), key.namespace.as_deref().unwrap_or_default());
+            let patch = serde_json::json!({ "status": { "shadow": &shadow } });
+            if let Err(e) = api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                warn!(rp = %key, "cannot write status.shadow: {e}");
+                continue;
+            }
+            let counted = told.get(&key).map_or(0, |t| t.1);
+            let due = told.get(&key).is_none_or(|t| t.0.elapsed() >= SHADOW_EVENT_EVERY);
+            if shadow.differed > counted && due {
+                let latest = shadow.last_differences.last().map(|d| d.object.as_str()).unwrap_or("an object");
+                let note = format!(
+                    "{} decisions differed from the live policy's ({} in all, of {}); the latest on {latest}. \
+                     See status.shadow.lastDifferences",
+                    shadow.differed - counted,
+                    shadow.differed,
+                    shadow.decisions
+                );
+                publish(&ctx, &rp, EventType::Normal, "ShadowDiffers", note);
+                told.insert(key, (Instant::now(), shadow.differed));
+            }
+        }
+        told.retain(|key, _| policies.get(key).is_some());
+    }
 }

@@ -1,4 +1,5 @@
-//! Default policies from files, one per parent kind, reloaded when they change:
+//! Default policies from files, one per parent kind, and shadows from files
+//! (`--shadow`, one per kind, deciding beside the live policies), reloaded when they change:
 //! in-place writes, atomic renames (`mv new.wasm podset.wasm`), and ConfigMap volume
 //! updates, where the kubelet swaps a `..data` symlink and the file's own name never
 //! sees an event.
@@ -16,6 +17,7 @@ use tracing::{error, info, warn};
 use super::{admit, decides, swapped};
 use crate::context::Context;
 use crate::contract::declarations::kind_name;
+use crate::crd::PolicyMode;
 use crate::registry::Admitted;
 use crate::sandbox::Digest;
 
@@ -38,6 +40,8 @@ pub enum FileError {
     Access { path: PathBuf, source: crate::kubernetes::access::AccessError },
     #[error("{path} serves {kind}, which {other} already serves: one default policy per kind")]
     Duplicate { path: PathBuf, kind: String, other: PathBuf },
+    #[error("{path} shadows {kind}, which {other} already shadows: one --shadow per kind")]
+    DuplicateShadow { path: PathBuf, kind: String, other: PathBuf },
 }
 
 impl FileError {
@@ -47,9 +51,9 @@ impl FileError {
     }
 }
 
-/// Loads `path` and serves it unless it is what already serves. Returns what it
-/// swapped in; the controllers catch up with [`swapped`].
-pub async fn load(ctx: &Arc<Context>, path: &Path) -> Result<Option<Arc<Admitted>>, FileError> {
+/// Loads `path` and serves it in `mode` unless it is what already serves. Returns
+/// what it swapped in; the controllers catch up with [`swapped`].
+pub async fn load(ctx: &Arc<Context>, path: &Path, mode: PolicyMode) -> Result<Option<Arc<Admitted>>, FileError> {
     let started = Instant::now();
     let bytes = tokio::fs::read(path).await.map_err(|source| FileError::Read { path: path.into(), source })?;
     let current = ctx.registry.file_policy(path);
@@ -60,10 +64,14 @@ pub async fn load(ctx: &Arc<Context>, path: &Path) -> Result<Option<Arc<Admitted
     let admitted =
         Arc::new(admit(ctx, policy).await.map_err(|source| FileError::Access { path: path.into(), source })?);
     let kind = admitted.parent_kind();
-    if let Some(other) = ctx.registry.file_serving(&kind, path) {
-        return Err(FileError::Duplicate { path: path.into(), kind: kind_name(&kind), other });
+    if let Some(other) = ctx.registry.file_serving(&kind, mode, path) {
+        let (path, kind) = (path.into(), kind_name(&kind));
+        return Err(match mode {
+            PolicyMode::Enforce => FileError::Duplicate { path, kind, other },
+            PolicyMode::Shadow => FileError::DuplicateShadow { path, kind, other },
+        });
     }
-    let old = ctx.registry.serve_file(path, admitted.clone());
+    let old = ctx.registry.serve_file(path, admitted.clone(), mode);
     ctx.metrics.policy_loaded("file", true);
     info!(
         policy = %admitted.policy.label(),
@@ -71,6 +79,7 @@ pub async fn load(ctx: &Arc<Context>, path: &Path) -> Result<Option<Arc<Admitted
         replaced = old.as_ref().map(|a| a.policy.label()).unwrap_or("none"),
         took = ?started.elapsed(),
         file = %path.display(),
+        ?mode,
         "policy serving"
     );
     Ok(Some(admitted))
@@ -78,11 +87,15 @@ pub async fn load(ctx: &Arc<Context>, path: &Path) -> Result<Option<Arc<Admitted
 
 /// Reloads `path` and lets the controllers catch up, or reports a refusal; the last
 /// good policy keeps serving. A refusal already reported is not logged again.
-async fn reload(ctx: &Arc<Context>, path: &Path) -> Result<(), FileError> {
-    match load(ctx, path).await {
+async fn reload(ctx: &Arc<Context>, path: &Path, mode: PolicyMode) -> Result<(), FileError> {
+    match load(ctx, path, mode).await {
         Ok(Some(admitted)) => {
             let started = Instant::now();
-            let n = swapped(ctx, &admitted.parent_kind(), |p| decides(ctx, &admitted, p)).await;
+            // A new shadow decides beside every live decision of its kind from now on:
+            // re-queue them all so that it is tried at once, not at their next change.
+            let shadow = mode == PolicyMode::Shadow;
+            let n = swapped(ctx, &admitted.parent_kind(), |p| shadow || decides(ctx, &admitted, p)).await;
+
             info!(policy = %admitted.policy.label(), requeued = n, took = ?started.elapsed(), "policy swapped in");
             Ok(())
         }
@@ -106,16 +119,21 @@ async fn reload(ctx: &Arc<Context>, path: &Path) -> Result<(), FileError> {
     }
 }
 
-/// Watches `paths` until `stop`, reloading each after changes, and retrying those
-/// whose admission can still succeed.
-pub async fn watch(ctx: Arc<Context>, paths: Vec<PathBuf>, pending: BTreeSet<PathBuf>, stop: CancellationToken) {
+/// Watches `paths` (each served in its mode) until `stop`, reloading each after
+/// changes, and retrying those whose admission can still succeed.
+pub async fn watch(
+    ctx: Arc<Context>,
+    paths: Vec<(PathBuf, PolicyMode)>,
+    pending: BTreeSet<PathBuf>,
+    stop: CancellationToken,
+) {
     let (tx, mut rx) = mpsc::unbounded_channel();
     // Watch the directories, not the files: an atomic rename replaces the file's
     // inode, and a ConfigMap volume changes only its `..data` symlink. Any change in a
     // directory rereads its policy files; an unchanged digest makes that a no-op.
     let dirs: BTreeSet<PathBuf> = paths
         .iter()
-        .map(|p| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf())
+        .map(|(p, _)| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf())
         .collect();
     let mut watcher = match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if res.is_ok_and(|ev| !ev.kind.is_access()) {
@@ -149,8 +167,8 @@ pub async fn watch(ctx: Arc<Context>, paths: Vec<PathBuf>, pending: BTreeSet<Pat
                     }
                 }
                 retry.clear();
-                for p in &paths {
-                    if let Err(e) = reload(&ctx, p).await && e.is_retryable() {
+                for (p, mode) in &paths {
+                    if let Err(e) = reload(&ctx, p, *mode).await && e.is_retryable() {
                         retry.insert(p.clone());
                     }
                 }
@@ -158,7 +176,8 @@ pub async fn watch(ctx: Arc<Context>, paths: Vec<PathBuf>, pending: BTreeSet<Pat
             _ = tick, if !retry.is_empty() => {
                 let again: Vec<PathBuf> = retry.iter().cloned().collect();
                 for p in again {
-                    match reload(&ctx, &p).await {
+                    let mode = paths.iter().find(|(q, _)| *q == p).map_or(PolicyMode::Enforce, |(_, m)| *m);
+                    match reload(&ctx, &p, mode).await {
                         Err(e) if e.is_retryable() => {}
                         _ => { retry.remove(&p); }
                     }

@@ -1,0 +1,129 @@
+//! `podset-host policy record`: one live object's input, read from a cluster through
+//! the operator's own observe code with no operator running, decided by a module and
+//! written as a scenario file, redacted as `--record-dir` redacts. A production object
+//! becomes a test case.
+//!
+//! Each kind the module declares is listed once in the object's namespace and put in a
+//! cache of the operator's kind, so [`observe::gather`] finds the children and related
+//! objects exactly as a reconcile would. Nothing is in flight: no operator is running.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::runtime::watcher::Event;
+use kube::{Client, ResourceExt};
+
+use super::decide::input_for;
+use super::expectations::Expectations;
+use super::observe::{self, Caches};
+use super::record::redact;
+use crate::contract::declarations::{kind_name, to_gvk};
+use crate::kubernetes::access::{AccessError, discover_all};
+use crate::kubernetes::object::Object;
+use crate::kubernetes::watches::{Scope, Watched};
+use crate::sandbox::Policy;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("{module} decides {decides}, not {asked}")]
+    OtherKind { module: String, decides: String, asked: String },
+    #[error("{0}")]
+    Access(#[from] AccessError),
+    #[error("{kind} {namespace}/{name} not found")]
+    NotFound { kind: String, namespace: String, name: String },
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("building the input: {0}")]
+    Input(#[from] super::check::Rejection),
+}
+
+/// Whether `asked` names the kind of `resource` the way kubectl does: `Kind`, `kind`,
+/// `Kind.group`, the plural, or `plural.group`.
+pub fn names_kind(asked: &str, resource: &ApiResource) -> bool {
+    let asked = asked.to_ascii_lowercase();
+    let (kind, plural) = (resource.kind.to_ascii_lowercase(), resource.plural.to_ascii_lowercase());
+    let group = resource.group.to_ascii_lowercase();
+    [kind.clone(), plural.clone(), format!("{kind}.{group}"), format!("{plural}.{group}")].contains(&asked)
+}
+
+/// One cache per declared resource, holding what was listed.
+struct Listed(HashMap<String, Watched>);
+
+impl Caches for Listed {
+    fn children(&self, resource: &ApiResource) -> Option<&Watched> {
+        self.0.get(&key(resource))
+    }
+    fn unmanaged(&self, _: &ApiResource) -> Option<&Watched> {
+        // Everything listed is in the one cache above: counted once.
+        None
+    }
+}
+
+fn key(r: &ApiResource) -> String {
+    format!("{}/{}", r.api_version, r.plural)
+}
+
+/// The scenario file for `kind` `namespace`/`name` as `policy` would decide it now.
+pub async fn snapshot(
+    client: &Client,
+    policy: &Policy,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<String, SnapshotError> {
+    let resolved = discover_all(client, policy.declarations()).await?;
+    if !names_kind(kind, &resolved.parent) {
+        return Err(SnapshotError::OtherKind {
+            module: policy.label().into(),
+            decides: kind_name(&to_gvk(&policy.declarations().parent)),
+            asked: kind.into(),
+        });
+    }
+    let parents: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resolved.parent);
+    let Some(parent) = parents.get_opt(name).await? else {
+        return Err(SnapshotError::NotFound { kind: kind.into(), namespace: namespace.into(), name: name.into() });
+    };
+    let mut listed = Listed(HashMap::new());
+    let resources = resolved.children.iter().chain(resolved.related.iter().map(|(r, _)| r));
+    for resource in resources {
+        if listed.0.contains_key(&key(resource)) {
+            continue;
+        }
+        let cache = Watched::new(resource, Scope::Children);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
+        for object in api.list(&ListParams::default()).await?.items {
+            cache.store.apply(Event::Apply(Object::from(object)));
+        }
+        listed.0.insert(key(resource), cache);
+    }
+    let parent = Arc::new(Object::from(parent));
+    let observed = observe::gather(parent.clone(), &resolved.parent, &resolved, &listed, &Expectations::default());
+    let mut input = input_for(policy, &observed)?;
+    let decision = policy.decide(&input);
+    redact(&mut input);
+    let title = format!(
+        "{} {namespace}/{name} (resourceVersion {}) by {}",
+        resolved.parent.kind,
+        parent.resource_version().unwrap_or_default(),
+        policy.label()
+    );
+    let outcome = decision.as_ref().map(|d| &d.actions).map_err(|e| e.reason());
+    Ok(crate::sandbox::scenario::write(&title, &policy.digest().to_string(), &input, outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_named_as_kubectl_names_them() {
+        let r = ApiResource::erase::<crate::crd::PodSet>(&());
+        for ok in ["PodSet", "podset", "podsets", "PodSet.app.example.com", "podsets.app.example.com"] {
+            assert!(names_kind(ok, &r), "{ok}");
+        }
+        for no in ["Pod", "pods", "PodSet.apps", "memcacheds"] {
+            assert!(!names_kind(no, &r), "{no}");
+        }
+    }
+}
