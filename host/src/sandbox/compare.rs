@@ -158,7 +158,7 @@ pub fn compare(a: &Side, b: &Side, labels: (&str, &str)) -> Outcome {
     };
     let diff = TextDiff::from_lines(&text(a), &text(b))
         .unified_diff()
-        .context_radius(2)
+        .context_radius(3)
         .header(labels.0, labels.1)
         .to_string();
     Outcome::Differ { diff }
