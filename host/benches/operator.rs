@@ -7,6 +7,8 @@
 //!   writes the API server counted (`apiserver_request_total`, not our metrics),
 //!   scale to 1 and back. The controller manager runs with a client rate high
 //!   enough not to be what is measured, and once more at its default.
+//! - **Shadow**: the same rounds with a shadow of the same module beside every
+//!   decision (a Shadow ReconcilePolicy in the round's namespace), against none.
 //! - **Hot swap** across the PodSets of the last round.
 //! - **Scale**: many PodSets with three policies loaded: time, memory, the writes
 //!   and CPU of a resync with nothing to do, memory per extra policy.
@@ -157,13 +159,15 @@ enum Who {
     Wasm,
     /// The same operator build, guest-podset linked in natively.
     Native,
+    /// The operator, guest-podset in the sandbox, with a shadow of the same module.
+    Shadowed,
 }
 
 impl Who {
     fn peer(self) -> Peer {
         match self {
             Who::ReplicaSet => Peer::ReplicaSet,
-            Who::Wasm | Who::Native => Peer::PodSet,
+            Who::Wasm | Who::Native | Who::Shadowed => Peer::PodSet,
         }
     }
 }
@@ -222,6 +226,39 @@ struct Round {
     up: Duration,
     /// The operator's decision and reconcile time during the round.
     split: Split,
+    /// What the shadow did during the round, when there was one.
+    shadow: ShadowSplit,
+}
+
+/// A shadow's work in a round, from the operator's metrics and the API server's.
+#[derive(Clone, Copy, Default)]
+struct ShadowSplit {
+    decisions: f64,
+    agreed: f64,
+    dropped: f64,
+    seconds: f64,
+    /// Writes to ReconcilePolicy status (the throttled tally).
+    status_writes: f64,
+}
+
+impl ShadowSplit {
+    async fn of(op: &common::Operator, ns: &str) -> ShadowSplit {
+        let m = op.metrics().await;
+        let policy = format!(r#"policy="{ns}/shadow""#);
+        let outcome =
+            |o: &str| common::sum_metric(&m, "podset_shadow_decisions_total", &format!(r#"{policy},outcome="{o}""#));
+        ShadowSplit {
+            decisions: ["agree", "differ", "failed"].iter().map(|o| outcome(o)).sum(),
+            agreed: outcome("agree"),
+            dropped: outcome("dropped"),
+            seconds: common::sum_metric(&m, "podset_shadow_decision_duration_seconds_sum", &policy),
+            status_writes: 0.0,
+        }
+    }
+
+    fn mean(&self) -> f64 {
+        self.seconds / self.decisions.max(1.0)
+    }
 }
 
 /// Waits until every object in `api` is settled at `replicas`; each one's time from `since`.
@@ -367,6 +404,7 @@ async fn round(client: &Client, peer: Peer, ns: &str, s: &Sizes, scale: bool) ->
         down,
         up,
         split: Split::default(),
+        shadow: ShadowSplit::default(),
     }
 }
 
@@ -548,14 +586,14 @@ async fn main() {
     let mut swap = None;
     let mut busy_rss = 0.0;
     for r in 0..s.rounds {
-        let mut order = [Who::ReplicaSet, Who::Wasm, Who::Native];
+        let mut order = [Who::ReplicaSet, Who::Wasm, Who::Native, Who::Shadowed];
         if r % 2 == 1 {
             order.reverse();
         }
         for who in order {
             let (label, operator) = match who {
                 Who::Native => (&native_label, Some(&native_op)),
-                Who::Wasm => (&run_label, Some(&op)),
+                Who::Wasm | Who::Shadowed => (&run_label, Some(&op)),
                 Who::ReplicaSet => (&run_label, None),
             };
             let ns = bench_namespace(&client, "bench", label).await;
@@ -563,10 +601,32 @@ async fn main() {
                 Some(o) => Split::of(o).await,
                 None => Split::default(),
             };
-            // The native build is compared on converging only.
-            let mut result = round(&client, who.peer(), &ns, &s, who != Who::Native).await;
+            if who == Who::Shadowed {
+                common::publish_shadow(&client, &ns, "shadow", "shadow-module", &good, None).await;
+                common::policy_loaded(&client, &ns, "shadow", &op).await;
+            }
+            let rp_writes = apiserver_writes(&client).await;
+            // The native build and the shadowed operator are compared on converging only.
+            let mut result = round(&client, who.peer(), &ns, &s, !matches!(who, Who::Native | Who::Shadowed)).await;
             if let Some(o) = operator {
                 result.split = Split::of(o).await.minus(&before);
+            }
+            if who == Who::Shadowed {
+                // The tally is written every few seconds: let the last one land.
+                tokio::time::sleep(podset_host::sources::cluster::SHADOW_REPORT).await;
+                result.shadow = ShadowSplit::of(&op, &ns).await;
+                let key = ("reconcilepolicies".to_string(), "status".to_string());
+                let after = apiserver_writes(&client).await;
+                result.shadow.status_writes = after.get(&key).unwrap_or(&0.0) - rp_writes.get(&key).unwrap_or(&0.0);
+                eprintln!(
+                    "round {} shadow: {:.0} decisions, {:.0} agreed, {:.0} dropped, {:.0} µs each, {:.0} status writes",
+                    r + 1,
+                    result.shadow.decisions,
+                    result.shadow.agreed,
+                    result.shadow.dropped,
+                    result.shadow.mean() * 1e6,
+                    result.shadow.status_writes
+                );
             }
             eprintln!(
                 "round {} {who:?}: converged {:.2?}, {:.1} writes/object, 5→1 {:.2?}, 1→5 {:.2?}, decision {:.0} µs, {:.1} % of reconcile time",
@@ -596,6 +656,7 @@ async fn main() {
     kcm_rate(1000, 1000);
 
     let (peer, ours, native) = (&rounds[&Who::ReplicaSet], &rounds[&Who::Wasm], &rounds[&Who::Native]);
+    let shadowed = &rounds[&Who::Shadowed];
     let secs = |d: Duration| d.as_secs_f64();
     let mut t1 = Table::new(&format!(
         "PodSet vs the ReplicaSet controller: {} objects × {} replicas, {} alternating rounds (medians)",
@@ -671,6 +732,50 @@ async fn main() {
     tn.medians("mean decision inside the operator", native, ours, &|r| r.split.mean_decision() * 1e6, "µs", None);
     tn.medians("decisions' share of reconcile time, %", native, ours, &|r| r.split.decision_share() * 100.0, "", None);
 
+    let mut ts = Table::new(&format!(
+        "Shadow: {} × {}, a shadow of the same module beside every decision vs none, {} alternating rounds (medians)",
+        s.objects, s.replicas, s.rounds
+    ));
+    ts.medians(
+        "time until every PodSet reports all replicas available",
+        ours,
+        shadowed,
+        &|r| secs(r.converge),
+        "s",
+        Some(1.1),
+    );
+    ts.medians("per object, p99", ours, shadowed, &|r| secs(percentile(&r.per_object, 0.99)), "s", None);
+    ts.medians(
+        "API writes per object (pods, PodSets, their status, Events)",
+        ours,
+        shadowed,
+        &|r| r.writes_per_object,
+        "",
+        Some(1.0),
+    );
+    ts.alone(
+        "ReconcilePolicy status writes per round (the throttled tally)",
+        median(shadowed, &|r| r.shadow.status_writes),
+        "",
+        None,
+    );
+    ts.alone("shadow decisions per round", median(shadowed, &|r| r.shadow.decisions), "", None);
+    ts.alone(
+        "… of which agreed, %",
+        median(shadowed, &|r| 100.0 * r.shadow.agreed / r.shadow.decisions.max(1.0)),
+        "",
+        None,
+    );
+    ts.alone("… dropped (queue full)", median(shadowed, &|r| r.shadow.dropped), "", None);
+    // The shadow's cost per decision against the live decision's, in the same rounds.
+    ts.ratio(
+        "one decision in the same rounds: live vs shadow (means)",
+        median(shadowed, &|r| r.split.mean_decision() * 1e6),
+        median(shadowed, &|r| r.shadow.mean() * 1e6),
+        "µs",
+        None,
+    );
+
     let mut t2 = Table::new(&format!("The operator at {} PodSets", s.objects));
     if let Some(swap) = swap {
         t2.alone(
@@ -723,11 +828,17 @@ async fn main() {
         machine(),
         date(),
         client.apiserver_version().await.map(|v| v.git_version).unwrap_or_else(|e| format!("of unknown version: {e}")),
-        common::operator_binary().display()
+        // Relative to the repository: results name no machine's paths.
+        common::operator_binary()
+            .strip_prefix(common::workspace())
+            .map_or_else(|_| common::operator_binary(), std::path::Path::to_path_buf)
+            .display()
     );
     md += &t1.markdown("ReplicaSet controller");
     md += "\n";
     md += &tn.markdown("native");
+    md += "\n";
+    md += &ts.markdown("no shadow");
     md += "\n";
     md += &t2.markdown("reference");
     md += "\n";
@@ -818,6 +929,36 @@ async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     let writes = common::cluster_writes(&op.metrics().await) - writes_before;
     let reconciled = op.sum("podset_reconciles_total", "").await - reconciles_before;
     let cpu = cpu_seconds(op.pid()) - cpu_before;
+
+    // A shadow of the same module on every PodSet: loading it re-queues them all, so
+    // each is decided again, live and shadow. Memory and writes, apart from the
+    // shadow's own throttled status.
+    // The writes a decision can cause: pods, and PodSets (metadata and status).
+    let decided_writes = |m: &str| {
+        ["pods\"", "podsets\"", "podsets/status\""]
+            .iter()
+            .map(|r| common::sum_metric(m, "podset_api_writes_total", &format!("resource=\"{r}")))
+            .sum::<f64>()
+    };
+    let m = op.metrics().await;
+    let (writes_before, events_before) =
+        (decided_writes(&m), common::sum_metric(&m, "podset_api_writes_total", r#"resource="events""#));
+    let status_before = op.sum("podset_api_writes_total", r#"resource="reconcilepolicies"#).await;
+    let podset = common::read_policy("podset.wasm");
+    common::publish_shadow(client, &ns, "shadow", "shadow-module", &podset, None).await;
+    common::policy_loaded(client, &ns, "shadow", &op).await;
+    let label = format!(r#"policy="{ns}/shadow""#);
+    let shadowed = common::eventually("the shadow to decide for every PodSet", T, || async {
+        let n = op.sum("podset_shadow_decisions_total", &label).await;
+        (n >= s.scale_objects as f64).then_some(n)
+    })
+    .await;
+    tokio::time::sleep(podset_host::sources::cluster::SHADOW_REPORT + Duration::from_secs(1)).await;
+    let shadow_rss = rss(op.pid());
+    let status_writes = op.sum("podset_api_writes_total", r#"resource="reconcilepolicies"#).await - status_before;
+    let m = op.metrics().await;
+    let shadow_writes = decided_writes(&m) - writes_before;
+    let events = common::sum_metric(&m, "podset_api_writes_total", r#"resource="events""#) - events_before;
     drop(op);
     let (indexed, scanned) = children_lookup(client, &ns, &api).await;
     drop_namespace(client, &ns).await;
@@ -828,6 +969,21 @@ async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     t.alone("RSS per extra loaded policy (idle, 3 policies vs 1)", per_policy, "MiB", Some(2.0));
     t.alone(&format!("writes during a resync with nothing to do ({reconciled} reconciles)"), writes, "", Some(0.0));
     t.alone("CPU of that resync", cpu, "s", None);
+    t.alone(
+        &format!("operator RSS after a shadow of the same module decided for every PodSet ({shadowed} decisions)"),
+        shadow_rss,
+        "MiB",
+        Some(60.0),
+    );
+    t.alone(
+        &format!(
+            "writes to pods and PodSets those decisions caused (the ReconcilePolicy's: {status_writes} to its status, \
+             {events} Events)"
+        ),
+        shadow_writes,
+        "",
+        Some(0.0),
+    );
     t.ratio(
         &format!(
             "a parent's children out of {} cached pods: by owner-UID index vs a scan of the namespace (peer column)",

@@ -201,7 +201,9 @@ pub fn sum_metric(text: &str, metric: &str, filter: &str) -> f64 {
         .filter(|l| !l.starts_with('#'))
         .filter(|l| l.split(['{', ' ']).next() == Some(metric) && l.contains(filter))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .sum::<f64>()
+        // The sum of nothing is -0.0, which prints as "-0.0".
+        + 0.0
 }
 
 fn free_port() -> u16 {
