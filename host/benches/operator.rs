@@ -829,10 +829,7 @@ async fn main() {
         date(),
         client.apiserver_version().await.map(|v| v.git_version).unwrap_or_else(|e| format!("of unknown version: {e}")),
         // Relative to the repository: results name no machine's paths.
-        common::operator_binary()
-            .strip_prefix(common::workspace())
-            .map_or_else(|_| common::operator_binary(), std::path::Path::to_path_buf)
-            .display()
+        relative(&common::operator_binary()).display()
     );
     md += &t1.markdown("ReplicaSet controller");
     md += "\n";
@@ -848,7 +845,7 @@ async fn main() {
         let path = common::workspace().join("bench/results/latest.md");
         std::fs::create_dir_all(path.parent().expect("dir")).expect("bench/results");
         std::fs::write(&path, &md).expect("write bench/results/latest.md");
-        eprintln!("written to {}", path.display());
+        eprintln!("written to {}", relative(&path).display());
     }
 }
 
@@ -1036,4 +1033,11 @@ fn isolated_decision(module: &[u8], pods: usize) -> Duration {
 fn date() -> String {
     let out = std::process::Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"]).output();
     out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+}
+
+/// `path` relative to the repository, when it is inside it.
+fn relative(path: &std::path::Path) -> std::path::PathBuf {
+    let root = common::workspace().canonicalize().unwrap_or_else(|_| common::workspace());
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    path.strip_prefix(&root).map_or(path.clone(), std::path::Path::to_path_buf)
 }

@@ -32,6 +32,11 @@ async fn walkthrough(env: &Env, name: &str) {
     env.converged(name, 1).await;
 }
 
+/// `kubectl patch reconcilepolicy NAME --type=KIND -p PATCH` in the test's namespace.
+fn patch_policy(env: &Env, name: &str, kind: &str, patch: &str) -> (bool, String) {
+    kubectl(&["patch", "reconcilepolicy", name, "-n", &env.ns, &format!("--type={kind}"), "-p", patch])
+}
+
 /// The operator's successful writes to pods of `ns` (by its User-Agent).
 fn operator_pod_writes<'a>(entries: &'a [Entry], ns: &'a str, verb: &'a str) -> usize {
     entries
@@ -189,27 +194,9 @@ async fn a_policy_is_promoted_from_shadow_to_canary_to_everyone_and_never_demote
     assert_eq!(variant_pods(&env).await, 0);
 
     // Demoting a live policy is refused by the API server; promoting is a patch.
-    let (ok, out) = kubectl(&[
-        "patch",
-        "reconcilepolicy",
-        "next",
-        "-n",
-        &env.ns,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"mode":"Enforce"}}"#,
-    ]);
+    let (ok, out) = patch_policy(&env, "next", "merge", r#"{"spec":{"mode":"Enforce"}}"#);
     assert!(ok, "{out}");
-    let (ok, out) = kubectl(&[
-        "patch",
-        "reconcilepolicy",
-        "next",
-        "-n",
-        &env.ns,
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"mode":"Shadow"}}"#,
-    ]);
+    let (ok, out) = patch_policy(&env, "next", "merge", r#"{"spec":{"mode":"Shadow"}}"#);
     assert!(!ok && out.contains("cannot change from Enforce to Shadow"), "{out}");
 
     // 2. Canary: the canary track's PodSets are decided by it now, the others are not.
@@ -226,7 +213,7 @@ async fn a_policy_is_promoted_from_shadow_to_canary_to_everyone_and_never_demote
     // 3. Everyone in the namespace: an empty selector (a JSON patch: a merge patch of
     // `{}` would leave the old selector as it is).
     let everyone = r#"[{"op":"replace","path":"/spec/selector","value":{}}]"#;
-    let (ok, out) = kubectl(&["patch", "reconcilepolicy", "next", "-n", &env.ns, "--type=json", "-p", everyone]);
+    let (ok, out) = patch_policy(&env, "next", "json", everyone);
     assert!(ok, "{out}");
     env.scale("stable", 3).await;
     eventually("the stable track to get the new policy's pod", T, || async {
