@@ -13,8 +13,9 @@ run: ## Run the operator with the default policy (embedded control plane unless 
 test: ## Build everything and run unit, policy and integration tests on a private control plane
 	@hack/test.sh
 
-image: ## Build the operator's image as an OCI archive (target/images/podset-host.oci.tar); load it into the embedded node when one runs
-	@hack/images.sh $$([ -S .cluster/node/containerd.sock ] && echo --import .cluster/node/containerd.sock) podset-host
+image: ## Build the operator's image as an OCI archive (target/images/podset-host.oci.tar); push it to the embedded registry when it runs
+	@if [ -f .cluster/env ]; then set -a; . .cluster/env; set +a; hack/images.sh --push podset-host; \
+	else hack/images.sh podset-host; fi
 
 policy: ## Build the default policy components: target/policy/{podset,memcached,netperf}.wasm
 	@hack/policy.sh
@@ -44,7 +45,7 @@ install: ## Install the CRDs into the cluster of KUBECONFIG
 uninstall: ## Remove the CRDs (and with them every PodSet)
 	kubectl delete --ignore-not-found -f manifests/crd/
 
-deploy: ## Deploy the operator (2 replicas, leader election): on the embedded cluster, or IMG=registry/name:tag on KUBECONFIG's
+deploy: ## Deploy the operator (2 replicas, leader election): on the embedded cluster, or IMAGE=registry/name:tag on KUBECONFIG's
 	@hack/deploy.sh deploy
 
 undeploy: ## Remove what deploy applied (CRDs included)

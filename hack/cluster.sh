@@ -2,7 +2,9 @@
 # A throwaway Kubernetes cluster on loopback, without Docker:
 # etcd + kube-apiserver + kube-controller-manager (garbage collector, namespace, deployment,
 # replicaset and node lifecycle controllers) + kube-scheduler, one real node (containerd,
-# a CNI bridge, kubelet; hack/node.sh) and the node simulator (podset-node-sim) for scale.
+# a CNI bridge, kubelet; hack/node.sh), the node simulator (podset-node-sim) for scale,
+# and an image registry (Debian's docker-registry: TLS from the cluster CA, basic auth)
+# that the node pulls from and policies are published to.
 #
 # Which node a pod lands on: the simulated node is tainted podset.dev/simulated=true:NoSchedule
 # and labelled podset.dev/simulated=true; the scheduler places a pod there only when it
@@ -23,12 +25,16 @@
 # so several clusters can run side by side. Other knobs:
 #   SIM_NODE=0                     do not start the node simulator
 #   REAL_NODE=0                    do not start the real node (containerd, kubelet)
-#   CLUSTER_APISERVER_PORT, CLUSTER_ETCD_PORT, CLUSTER_ETCD_PEER_PORT   fixed ports instead of
+#   CLUSTER_APISERVER_PORT, CLUSTER_ETCD_PORT, CLUSTER_ETCD_PEER_PORT, CLUSTER_REGISTRY_PORT
+#                                  fixed ports instead of
 #                                  free ones (not APISERVER_PORT etc.: those are what env exports,
 #                                  and a shell that sourced one cluster's env must not steer another)
 #   READY_TIMEOUT=60               seconds to wait for the apiserver's /readyz
 # After `up`, $CLUSTER_DIR/env holds KUBECONFIG, APISERVER_URL, APISERVER_PORT, ETCD_PORT, ...
 # and the apiserver's audit log (writes to pods and podsets) is $CLUSTER_DIR/logs/audit.log.
+# The registry: REGISTRY (127.0.0.1:PORT), REGISTRY_USER, REGISTRY_PASSWORD, REGISTRY_AUTH (a
+# Docker config.json with those credentials: skopeo --authfile, podset-host
+# --registry-config, a kubernetes.io/dockerconfigjson Secret) and CA_CERT.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -46,7 +52,7 @@ READY_TIMEOUT="${READY_TIMEOUT:-60}"
 SIM_NODE_NAME="${SIM_NODE_NAME:-sim-node}"
 # shellcheck source=hack/node.sh
 . "$(dirname "$0")/node.sh"
-ALL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet node-sim) # start order; stopped in reverse
+ALL_COMPONENTS=(etcd registry kube-apiserver kube-controller-manager kube-scheduler containerd kubelet node-sim) # start order; stopped in reverse
 
 # The components this state dir runs: recorded at `up` (SIM_NODE=0 leaves out the simulator).
 components() {
@@ -193,17 +199,17 @@ port_in_use() {
   ss -Hltn "( sport = :$1 )" 2>/dev/null | grep -q .
 }
 
-# Three distinct free loopback ports, held open together while the kernel picks them.
+# Four distinct free loopback ports, held open together while the kernel picks them.
 free_ports() {
   if command -v /usr/bin/python3 >/dev/null || command -v python3 >/dev/null; then
     "$(command -v /usr/bin/python3 || command -v python3)" -c '
 import socket
-socks = [socket.socket() for _ in range(3)]
+socks = [socket.socket() for _ in range(4)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in socks))'
   else
     local ports=() p
-    while [ ${#ports[@]} -lt 3 ]; do
+    while [ ${#ports[@]} -lt 4 ]; do
       p=$((20000 + RANDOM % 30000))
       port_in_use "$p" || [[ " ${ports[*]} " == *" $p "* ]] || ports+=("$p")
     done
@@ -279,6 +285,51 @@ crds_established() {
 
 etcd_healthy() { curl -s --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
 
+# The registry answers /v2/ over TLS with the cluster CA, and asks for credentials.
+registry_ready() {
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 --cacert "$CLUSTER_DIR/certs/ca.crt" \
+    "https://$REGISTRY/v2/")" = 401 ]
+}
+
+# registry_config: the registry's files under registry/: a serving certificate from the
+# cluster CA, an htpasswd file with one user (a fresh random password), the config, and a
+# Docker config.json holding the credentials for clients. Sets REGISTRY_USER and
+# REGISTRY_PASSWORD.
+registry_config() {
+  local d="$CLUSTER_DIR/registry"
+  mkdir -p "$d/data"
+  sign_cert registry "/CN=podset-registry" "IP:127.0.0.1,DNS:localhost" serverAuth
+  REGISTRY_USER=podset
+  REGISTRY_PASSWORD=$(openssl rand -hex 16)
+  htpasswd -Bbn "$REGISTRY_USER" "$REGISTRY_PASSWORD" >"$d/htpasswd" 2>/dev/null || die "htpasswd failed"
+  cat >"$d/config.yml" <<EOF
+version: 0.1
+log:
+  level: info
+  fields: { service: registry }
+storage:
+  filesystem: { rootdirectory: $d/data }
+  delete: { enabled: true }
+http:
+  addr: $REGISTRY
+  secret: $(openssl rand -hex 16)
+  tls:
+    certificate: $CLUSTER_DIR/certs/registry.crt
+    key: $CLUSTER_DIR/certs/registry.key
+  headers:
+    X-Content-Type-Options: [nosniff]
+auth:
+  htpasswd:
+    realm: podset-registry
+    # A file. Debian's default config names the directory /etc/docker/registry, and
+    # every login then fails with HTTP 400.
+    path: $d/htpasswd
+EOF
+  printf '{"auths":{"%s":{"auth":"%s"}}}\n' "$REGISTRY" \
+    "$(printf '%s:%s' "$REGISTRY_USER" "$REGISTRY_PASSWORD" | base64 -w0)" >"$d/auth.json"
+  chmod 600 "$d/htpasswd" "$d/auth.json"
+}
+
 on_failed_up() {
   local rc=$?
   if [ "$rc" -ne 0 ]; then
@@ -313,7 +364,7 @@ cmd_up() {
 
   local t0=$SECONDS
   command -v setsid >/dev/null || die "setsid (util-linux) is required"
-  apt_install openssl curl iproute2
+  apt_install openssl curl iproute2 docker-registry apache2-utils
   local ETCD KUBE_APISERVER KUBE_CONTROLLER_MANAGER KUBE_SCHEDULER KUBELET KUBECTL line
   while IFS= read -r line; do
     case "$line" in
@@ -348,7 +399,8 @@ cmd_up() {
   ETCD_PORT=${CLUSTER_ETCD_PORT:-${picked[0]}}
   ETCD_PEER_PORT=${CLUSTER_ETCD_PEER_PORT:-${picked[1]}}
   APISERVER_PORT=${CLUSTER_APISERVER_PORT:-${picked[2]}}
-  for var in ETCD_PORT ETCD_PEER_PORT APISERVER_PORT; do
+  REGISTRY_PORT=${CLUSTER_REGISTRY_PORT:-${picked[3]}}
+  for var in ETCD_PORT ETCD_PEER_PORT APISERVER_PORT REGISTRY_PORT; do
     p=${!var}
     if ! [[ "$p" =~ ^[0-9]+$ ]] || ((p < 1 || p > 65535)); then die "$var=$p is not a port number"; fi
     if port_in_use "$p"; then
@@ -380,6 +432,8 @@ cmd_up() {
   openssl genrsa -out "$CLUSTER_DIR/certs/sa.key" 2048 2>/dev/null || die "openssl genrsa failed"
   openssl rsa -in "$CLUSTER_DIR/certs/sa.key" -pubout -out "$CLUSTER_DIR/certs/sa.pub" 2>/dev/null || die "openssl rsa failed"
   make_certs
+  REGISTRY="127.0.0.1:$REGISTRY_PORT"
+  registry_config
   APISERVER_TOKEN=$(openssl rand -hex 24)
   local sim_token kcm_token scheduler_token kubelet_token
   sim_token=$(openssl rand -hex 24)
@@ -446,6 +500,11 @@ SIM_NODE_NAME=$SIM_NODE_NAME
 NODE_NAME=$NODE_NAME
 CONTAINERD_SOCK=$CONTAINERD_SOCK
 CA_CERT=$CLUSTER_DIR/certs/ca.crt
+REGISTRY=$REGISTRY
+REGISTRY_PORT=$REGISTRY_PORT
+REGISTRY_USER=$REGISTRY_USER
+REGISTRY_PASSWORD=$REGISTRY_PASSWORD
+REGISTRY_AUTH=$CLUSTER_DIR/registry/auth.json
 EOF
 
   log "starting etcd on 127.0.0.1:$ETCD_PORT"
@@ -454,6 +513,10 @@ EOF
     --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster="default=http://127.0.0.1:$ETCD_PEER_PORT" --logger=zap --log-outputs=stderr
   wait_for etcd 20 etcd_healthy
+
+  log "starting the registry on https://$REGISTRY (user $REGISTRY_USER)"
+  start registry docker-registry serve "$CLUSTER_DIR/registry/config.yml"
+  wait_for registry 20 registry_ready
 
   log "starting kube-apiserver on $APISERVER_URL"
   start kube-apiserver "$KUBE_APISERVER" \
@@ -565,6 +628,7 @@ cmd_restart() {
   load_env
   case "$name" in
     etcd) wait_for etcd 20 etcd_healthy ;;
+    registry) wait_for registry 20 registry_ready ;;
     kube-apiserver) wait_for kube-apiserver "$READY_TIMEOUT" readyz ;;
     *) sleep 1; alive "$(pid_of "$name")" || { tail_log "$name" 30; die "$name exited after the restart"; } ;;
   esac
@@ -576,7 +640,8 @@ cmd_restart() {
 # the API server's --etcd-servers names etcd's port, which stays in use.
 wait_ports_free() {
   local ports port i
-  ports=$(printf '%s\n' "$@" | grep -E '^--(listen-[a-z-]*urls|[a-z-]*port)=' | grep -oE '[0-9]+$' | sort -u)
+  # A command line without port flags (the registry's port is in its config) has none to wait for.
+  ports=$(printf '%s\n' "$@" | grep -E '^--(listen-[a-z-]*urls|[a-z-]*port)=' | grep -oE '[0-9]+$' | sort -u || true)
   for port in $ports; do
     for ((i = 0; i < 100; i++)); do port_in_use "$port" || break; sleep 0.1; done
     port_in_use "$port" && log "port $port is still in use; starting anyway"

@@ -1,23 +1,34 @@
 #!/usr/bin/env bash
-# Builds container images from what is on this machine, without a registry or a Docker
-# engine, as reproducible OCI archives (the same inputs give the same digest), and
-# imports them into a containerd.
+# Builds container images from what is on this machine, without a Docker engine, as
+# reproducible OCI archives (the same inputs give the same digest), and imports them into
+# a containerd or pushes them to a registry.
 #
-#   hack/images.sh [--import SOCKET] [IMAGE...]
+#   hack/images.sh [--import SOCKET | --push] [IMAGE...]
 #
 # IMAGE: pause, busybox, memcached, iperf3 (the embedded node's images: `cluster.sh up`
 # imports them), podset-host (the operator with its default policies: `make image`).
-# Archives go to target/images/NAME.oci.tar; `skopeo copy oci-archive:FILE
-# docker://REGISTRY/NAME:TAG` pushes one to a registry.
+# Archives go to target/images/NAME.oci.tar.
+# --push copies each to $REGISTRY/NAME:TAG with skopeo, with the credentials of
+# $REGISTRY_AUTH (a Docker config.json) and the CA $CA_CERT (both optional): what the
+# embedded cluster's env file sets. It prints each pushed reference, pinned by digest
+# (REGISTRY/NAME:TAG@sha256:...), on standard output.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
 SOCKET=""
-if [ "${1:-}" = "--import" ]; then
-  SOCKET=${2:?--import needs the containerd socket}
-  shift 2
-fi
+PUSH=""
+case "${1:-}" in
+  --import)
+    SOCKET=${2:?--import needs the containerd socket}
+    shift 2
+    ;;
+  --push)
+    PUSH=1
+    shift
+    [ -n "${REGISTRY:-}" ] || die "--push needs REGISTRY (host:port), e.g. from the embedded cluster's env file"
+    ;;
+esac
 IMAGES=("$@")
 [ ${#IMAGES[@]} -gt 0 ] || IMAGES=(pause busybox memcached iperf3)
 
@@ -52,9 +63,27 @@ users() {
   printf 'root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n' >"$1/etc/group"
 }
 
-pack() { # NAME REF OCI-ARGS...
+# push NAME REF: the archive of NAME to REGISTRY as REF's repository and tag.
+push() {
+  local name=$1 ref=$2 repo tmp args=()
+  apt_install skopeo
+  repo="$REGISTRY/${ref##*/}"
+  tmp=$(mktemp -d)
+  [ -z "${REGISTRY_AUTH:-}" ] || args+=(--dest-authfile "$REGISTRY_AUTH")
+  # skopeo reads a directory of *.crt for the registry's CA.
+  [ -z "${CA_CERT:-}" ] || { cp "$CA_CERT" "$tmp/ca.crt" && args+=(--dest-cert-dir "$tmp"); }
+  # --insecure-policy: the trust policy governs which sources may be copied; the source is
+  # the archive just built here.
+  skopeo --insecure-policy copy -q "${args[@]}" --digestfile "$tmp/digest" \
+    "oci-archive:$OUT/$name.oci.tar" "docker://$repo" >&2 || { rm -rf "$tmp"; die "pushing $name to $repo failed"; }
+  echo "$repo@$(cat "$tmp/digest")"
+  rm -rf "$tmp"
+}
+
+pack() { # NAME REF OCI-ARGS...; sets PACKED_REF
   local name=$1 ref=$2
   shift 2
+  PACKED_REF=$ref
   python3 hack/images/oci.py --rootfs "$WORK/$name" --ref "$ref" --out "$OUT/$name.oci.tar" "$@" >/dev/null
   log "$ref: $OUT/$name.oci.tar ($(stat -c %s "$OUT/$name.oci.tar") bytes)"
 }
@@ -109,9 +138,10 @@ build() {
 }
 
 for image in "${IMAGES[@]}"; do
-  build "$image"
+  build "$image" >&2
   if [ -n "$SOCKET" ]; then
     ctr --address "$SOCKET" --namespace k8s.io images import "$OUT/$image.oci.tar" >/dev/null \
       || die "importing $image into the containerd at $SOCKET failed"
   fi
+  [ -z "$PUSH" ] || push "$image" "$PACKED_REF"
 done

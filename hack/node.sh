@@ -79,6 +79,18 @@ state = "$NODE_DIR/containerd/state"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+  # Per-registry settings (hosts.toml), as containerd 1.5+ reads them: the embedded
+  # registry's CA. Credentials come from the pods' imagePullSecrets, through the kubelet.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$NODE_DIR/certs.d"
+EOF
+  mkdir -p "$NODE_DIR/certs.d/$REGISTRY"
+  cat >"$NODE_DIR/certs.d/$REGISTRY/hosts.toml" <<EOF
+server = "https://$REGISTRY"
+
+[host."https://$REGISTRY"]
+  capabilities = ["pull", "resolve"]
+  ca = "$CLUSTER_DIR/certs/ca.crt"
 EOF
   # A bridge on this machine only: no masquerading, no port mapping. The default route
   # through the bridge is what takes pods to the kubernetes Service (node_service_route).

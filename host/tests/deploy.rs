@@ -1,5 +1,6 @@
 //! The operator deployed as users deploy it (`hack/deploy.sh`, what `make deploy` runs):
-//! its image imported into the real node, two replicas under the shipped ServiceAccount
+//! its image pushed to the cluster's registry and pulled by the real node with an
+//! imagePullSecret (nothing imported by hand), two replicas under the shipped ServiceAccount
 //! and RBAC, one Lease. The leader pod is deleted, forced and gracefully, and the
 //! standby takes over without a PodSet ever having more pods than asked for. Then the
 //! Deployment's image changes (a rollout) and its policy ConfigMap changes (a hot
@@ -31,6 +32,8 @@ fn deploy_script(args: &[&str], watch_namespace: &str) -> (bool, String) {
         .env("WATCH_NAMESPACE", watch_namespace)
         .env("IMAGE_PROFILE", "debug")
         .env_remove("IMG")
+        .env_remove("IMAGE")
+        .env_remove("REGISTRY_AUTH")
         .output()
         .expect("hack/deploy.sh runs");
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
@@ -97,6 +100,7 @@ async fn deployed_the_standby_pod_takes_over_when_the_leader_pod_is_deleted() {
     let pods: Api<Pod> = Api::namespaced(client.clone(), SYSTEM);
     let leases: Api<Lease> = Api::namespaced(client.clone(), SYSTEM);
     let ((leader, leader_ip), (standby, standby_ip)) = leader_and_standby(&pods, &leases).await;
+    pulled_from_the_registry(&pods, &leader).await;
 
     // The deployed operator serves the namespace; no local operator runs for it.
     let podsets: Api<PodSet> = Api::namespaced(client.clone(), &ns);
@@ -251,6 +255,29 @@ impl Probe {
     }
 }
 
+/// The operator's pod runs the image of the cluster's registry, which the node pulled
+/// with the imagePullSecret: no image was imported into containerd by hand.
+async fn pulled_from_the_registry(pods: &Api<Pod>, name: &str) {
+    let registry = common::cluster_env("REGISTRY").expect("the cluster's env names its REGISTRY");
+    let pod = pods.get(name).await.expect("the leader pod");
+    let spec = pod.spec.expect("a pod spec");
+    let image = spec.containers[0].image.clone().unwrap_or_default();
+    assert!(image.starts_with(&format!("{registry}/podset-host:")), "the operator runs {image}, not the registry's");
+    let secrets: Vec<String> = spec.image_pull_secrets.unwrap_or_default().into_iter().map(|s| s.name).collect();
+    assert_eq!(secrets, ["podset-host-registry"], "the pod pulls with the registry's Secret");
+    let (ok, events) =
+        kubectl(&["get", "events", "-n", SYSTEM, "--field-selector", &format!("involvedObject.name={name}")]);
+    assert!(
+        ok && (events.contains("Pulled") || events.contains("already present")),
+        "no pull event for {name}:\n{events}"
+    );
+    let sock = common::cluster_env("CONTAINERD_SOCK").expect("the cluster's env names its CONTAINERD_SOCK");
+    let out = Command::new("ctr").args(["--address", &sock, "--namespace", "k8s.io", "images", "ls", "-q"]).output();
+    let listed = String::from_utf8_lossy(&out.expect("ctr runs").stdout).into_owned();
+    assert!(!listed.contains("docker.io/library/podset-host"), "an operator image was imported by hand:\n{listed}");
+    println!("the operator runs {image}, pulled from the cluster's registry");
+}
+
 /// Rolls the Deployment to another image, then changes its policy ConfigMap, with a
 /// [`Probe`] running through both.
 async fn rollout_and_policy_change(client: &kube::Client, ns: &str) {
@@ -262,14 +289,19 @@ async fn rollout_and_policy_change(client: &kube::Client, ns: &str) {
     };
     let before = names().await;
 
-    // The same image under a new reference: to Kubernetes, a new image to roll to.
-    let sock = common::cluster_env("CONTAINERD_SOCK").expect("the cluster's env names its CONTAINERD_SOCK");
-    let (from, to) = ("docker.io/library/podset-host:0.1.0", "docker.io/library/podset-host:0.1.0-rollout");
-    let out = Command::new("ctr")
-        .args(["--address", &sock, "--namespace", "k8s.io", "images", "tag", "--force", from, to])
+    // The same image under a new tag in the registry: to Kubernetes, a new image to roll to.
+    let env = |k: &str| common::cluster_env(k).unwrap_or_else(|| panic!("the cluster's env names its {k}"));
+    let registry = env("REGISTRY");
+    let certs = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(env("CA_CERT"), certs.path().join("ca.crt")).expect("the cluster CA");
+    let (from, to) = (format!("{registry}/podset-host:0.1.0"), format!("{registry}/podset-host:0.1.0-rollout"));
+    let out = Command::new("skopeo")
+        .args(["--insecure-policy", "copy", "-q", "--authfile", &env("REGISTRY_AUTH")])
+        .args(["--src-cert-dir", &certs.path().to_string_lossy(), "--dest-cert-dir", &certs.path().to_string_lossy()])
+        .args([format!("docker://{from}"), format!("docker://{to}")])
         .output()
-        .expect("ctr runs");
-    assert!(out.status.success(), "ctr images tag: {}", String::from_utf8_lossy(&out.stderr));
+        .expect("skopeo runs");
+    assert!(out.status.success(), "skopeo copy {from} {to}: {}", String::from_utf8_lossy(&out.stderr));
 
     let probe = Probe::start(client, ns, "probe-rollout").await;
     tokio::time::sleep(Duration::from_secs(2)).await;

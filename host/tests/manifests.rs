@@ -39,7 +39,7 @@ async fn manifests_pass_a_server_side_dry_run() {
     let out = std::process::Command::new(common::workspace().join("hack/deploy.sh"))
         .arg("render")
         .env("KUBECONFIG", common::kubeconfig_path())
-        .env("IMG", "registry.example/podset-host:test")
+        .env("IMAGE", "registry.example/podset-host:test")
         .output()
         .expect("hack/deploy.sh render");
     let rendered = String::from_utf8_lossy(&out.stdout).into_owned();
