@@ -17,6 +17,7 @@ use crate::kubernetes::leader::Leadership;
 use crate::kubernetes::shard::Shard;
 use crate::kubernetes::watches::Watches;
 use crate::metrics::Metrics;
+use crate::oci;
 use crate::reconcile::controller::Kinds;
 use crate::reconcile::expectations::Expectations;
 use crate::reconcile::observe::ParentRef;
@@ -25,6 +26,7 @@ use crate::reconcile::shadow::Shadows;
 use crate::reconcile::status::Written;
 use crate::registry::Registry;
 use crate::sandbox::PolicyEngine;
+use crate::signature::Trust;
 
 /// The knobs a [`Context`] is made with.
 pub struct ContextSettings {
@@ -40,6 +42,15 @@ pub struct ContextSettings {
     pub shard: Shard,
     /// Records each decision as a scenario file (`--record-dir`).
     pub recorder: Option<Recorder>,
+    /// Registries: credentials, CAs, plain-HTTP hosts.
+    pub registry: oci::Settings,
+    /// Modules pulled from registries, by digest; `None` runs without (it could not
+    /// be made).
+    pub module_cache: Option<oci::cache::Cache>,
+    /// The public keys modules are verified with, and whether they must be.
+    pub trust: Trust,
+    /// How often registry tags are resolved again.
+    pub registry_poll: Duration,
 }
 
 pub struct Context {
@@ -73,6 +84,10 @@ pub struct Context {
     pub recorder: Option<Recorder>,
     /// Shadow policies' queue and tallies.
     pub shadows: Shadows,
+    pub oci: oci::Registry,
+    pub module_cache: Option<oci::cache::Cache>,
+    pub trust: Trust,
+    pub registry_poll: Duration,
 }
 
 impl Context {
@@ -107,6 +122,10 @@ impl Context {
             shard: settings.shard,
             recorder: settings.recorder,
             shadows,
+            oci: oci::Registry::new(settings.registry),
+            module_cache: settings.module_cache,
+            trust: settings.trust,
+            registry_poll: settings.registry_poll,
         }))
     }
 

@@ -81,9 +81,9 @@ pub struct PodSetStatus {
 }
 
 /// A reconcile policy module published in the cluster: the Wasm component is the
-/// `binaryData` entry of a ConfigMap, pinned by its digest. It decides the objects of
-/// the kind it declares, in its namespace, that name it (`spec.policyRef.name`) or
-/// that its `spec.selector` matches.
+/// `binaryData` entry of a ConfigMap or an OCI artifact in a registry, pinned by its
+/// digest. It decides the objects of the kind it declares, in its namespace, that name
+/// it (`spec.policyRef.name`) or that its `spec.selector` matches.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "app.example.com",
@@ -104,12 +104,39 @@ pub struct PodSetStatus {
 #[schemars(extend("x-kubernetes-validations" = [{
     "rule": "oldSelf.mode != 'Enforce' || self.mode == 'Enforce'",
     "message": "spec.mode cannot change from Enforce to Shadow: that would switch a live policy off. Create a new ReconcilePolicy in Shadow mode instead"
+}, {
+    "rule": "has(self.configMapRef) != has(self.image)",
+    "message": "give exactly one of spec.configMapRef and spec.image"
+}, {
+    "rule": "has(self.image) || (!has(self.imagePullSecrets) && !has(self.registryCA))",
+    "message": "spec.imagePullSecrets and spec.registryCA apply to spec.image only"
 }]))]
 pub struct ReconcilePolicySpec {
-    /// Where the module is: a key of a ConfigMap's `binaryData` in this namespace.
-    pub config_map_ref: ConfigMapKeyRef,
-    /// The module's digest, `sha256:<64 hex>`. A module with another digest is refused,
-    /// so what runs is exactly what was reviewed.
+    /// Where the module is: a key of a ConfigMap's `binaryData` in this namespace
+    /// (modules up to ~1 MiB, the size of a ConfigMap). Exactly one of configMapRef and
+    /// image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "ConfigMapKeyRef")]
+    pub config_map_ref: Option<ConfigMapKeyRef>,
+    /// Where the module is: an OCI artifact, `REGISTRY/REPOSITORY:TAG` or
+    /// `REGISTRY/REPOSITORY@sha256:…` (`podset-host policy push` publishes one). A tag
+    /// is resolved once, and the digest it resolved to is shown in `status.image`; a
+    /// tag moved later is reported there and never loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String", length(min = 1, max = 512))]
+    pub image: Option<String>,
+    /// `kubernetes.io/dockerconfigjson` Secrets in this namespace with the registry's
+    /// credentials; read at every pull, so a rotated Secret is picked up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+    /// The key of a Secret in this namespace holding the PEM CA certificate of the
+    /// registry, trusted besides the system's and the operator's `--registry-ca`.
+    #[serde(default, rename = "registryCA", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "SecretKeyRef")]
+    pub registry_ca: Option<SecretKeyRef>,
+    /// The module's digest, `sha256:<64 hex>`: the sha256 of its bytes (what
+    /// `policy push` prints). A module with another digest is refused, so what runs
+    /// is exactly what was reviewed.
     #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
     pub sha256: String,
     /// Objects of the policy's kind in this namespace whose labels match are decided
@@ -134,6 +161,29 @@ pub enum PolicyMode {
     #[default]
     Enforce,
     Shadow,
+}
+
+/// Names a Secret in the policy's namespace.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct LocalObjectReference {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// A key of a Secret in the policy's namespace.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key holding the PEM certificate.
+    #[serde(default = "default_ca_key")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+fn default_ca_key() -> String {
+    "ca.crt".into()
 }
 
 /// A key of a ConfigMap in the policy's namespace.
@@ -168,11 +218,43 @@ pub struct ReconcilePolicyStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// Where the module of `spec.image` came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "ImageStatus")]
+    pub image: Option<ImageStatus>,
     /// How a Shadow policy's decisions compared with the live ones, since its module
     /// loaded. Written every few seconds while it decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "ShadowStatus")]
     pub shadow: Option<ShadowStatus>,
+}
+
+/// What `spec.image` resolved to.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageStatus {
+    /// `spec.image` as it was resolved.
+    #[serde(default)]
+    pub reference: String,
+    /// The manifest digest the reference resolved to (once per spec.image), which the
+    /// module was pulled by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub resolved_digest: Option<String>,
+    /// The digest the tag points to now, when it moved away from resolvedDigest:
+    /// reported, never loaded (change spec.image or spec.sha256 to take it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub tag_digest: Option<String>,
+    /// The trusted key that verified the module's signature, when signatures are required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub signed_by: Option<String>,
+    /// Why the registry was not used the last time it was asked: it could not be
+    /// reached, and the module from the operator's cache serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub unreachable: Option<String>,
 }
 
 /// The tally of a Shadow policy's decisions.

@@ -8,6 +8,7 @@
 //! - [`reconcile`]: observe → decide → check → execute → status, one controller per kind
 //! - [`registry`] and [`sources`]: which policy decides which object; hot swaps
 //! - [`kubernetes`]: the client, caches, watches, access checks and Events
+//! - [`oci`] and [`signature`]: policies from registries, and their signatures
 //! - [`context`], [`operator`], [`metrics`]: shared state and wiring
 //! - [`crd`]: the operator's own resources (the CRD YAML is generated from them)
 //! - [`scaffold`]: `policy new`, a policy crate for the user's own CRD
@@ -19,11 +20,13 @@ pub mod crd;
 pub mod error;
 pub mod kubernetes;
 pub mod metrics;
+pub mod oci;
 pub mod operator;
 pub mod reconcile;
 pub mod registry;
 pub mod sandbox;
 pub mod scaffold;
+pub mod signature;
 pub mod sources;
 
 pub use error::{Error, Result};

@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use podset_host::contract::declarations::{kind_name, to_gvk};
 use podset_host::sandbox::{self, Limits, PolicyEngine};
-use podset_host::{contract, crd, operator};
+use podset_host::{contract, crd, oci, operator, signature};
 
 #[derive(Parser)]
 #[command(name = "podset-host", version, about = "Kubernetes operator whose reconcile logic is WebAssembly policies")]
@@ -32,9 +32,10 @@ enum Command {
 /// The operator's settings. The cluster comes from KUBECONFIG or the in-cluster config.
 #[derive(Args)]
 struct RunArgs {
-    /// A default policy module (a component), for the kind it declares; repeat it (or
-    /// separate files with commas in the variable) to serve several kinds. Changes to
-    /// the files are picked up live.
+    /// A default policy module (a component), for the kind it declares: a file, or
+    /// `oci://REGISTRY/REPOSITORY:TAG` (or `@sha256:…`) from a registry. Repeat it (or
+    /// separate them with commas in the variable) to serve several kinds. Changes to
+    /// the files are picked up live; tags are resolved again every --registry-poll.
     #[arg(long = "policy", env = "POLICY_FILE", value_delimiter = ',', required = true)]
     policies: Vec<PathBuf>,
     /// A shadow module: it decides beside the default policy of the kind it declares,
@@ -73,6 +74,19 @@ struct RunArgs {
     leader: LeaderArgs,
     #[command(flatten)]
     record: RecordArgs,
+    #[command(flatten)]
+    registry: RegistryArgs,
+    #[command(flatten)]
+    trust: TrustArgs,
+    /// Where modules pulled from registries are kept, by digest: they serve when the
+    /// registry is down, and after a restart.
+    #[arg(long, env = "POLICY_CACHE_DIR", default_value_os_t = default_cache_dir())]
+    policy_cache_dir: PathBuf,
+    /// How often a `--policy oci://` tag is resolved again (a new digest is pulled,
+    /// verified and swapped in), and a ReconcilePolicy's `spec.image` tag checked for
+    /// having moved (reported, never loaded: `spec.sha256` pins the module).
+    #[arg(long, env = "REGISTRY_POLL", default_value = "5m", value_parser = humantime::parse_duration)]
+    registry_poll: Duration,
     /// Benchmark builds only: guest-podset decides with its natively linked code
     /// instead of its .wasm, to measure what the sandbox costs.
     #[cfg(feature = "native-podset")]
@@ -104,6 +118,79 @@ impl RecordArgs {
             max_bytes: self.record_max_mib << 20,
         })
     }
+}
+
+/// How registries are reached: credentials, CAs, plain HTTP.
+#[derive(Args, Clone)]
+struct RegistryArgs {
+    /// A Docker config file (`{"auths": {...}}`, as `docker login` writes and a
+    /// kubernetes.io/dockerconfigjson Secret holds) with registry credentials;
+    /// repeatable, the first to name a registry wins. No credential helpers are run.
+    #[arg(long = "registry-config", env = "REGISTRY_CONFIG", value_delimiter = ',')]
+    registry_configs: Vec<PathBuf>,
+    /// A PEM CA certificate to trust for registries, besides the system's; repeatable.
+    #[arg(long = "registry-ca", env = "REGISTRY_CA", value_delimiter = ',')]
+    registry_cas: Vec<PathBuf>,
+    /// A registry (`host:port`) to speak plain HTTP to; repeatable. Every other one is
+    /// HTTPS only.
+    #[arg(long = "insecure-registry", env = "INSECURE_REGISTRIES", value_delimiter = ',')]
+    insecure_registries: Vec<String>,
+}
+
+impl RegistryArgs {
+    fn settings(&self) -> anyhow::Result<oci::Settings> {
+        let mut settings = oci::Settings { insecure: self.insecure_registries.clone(), ..oci::Settings::default() };
+        for path in &self.registry_configs {
+            let json = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            settings.credentials.add(&json, &path.display().to_string()).map_err(anyhow::Error::msg)?;
+        }
+        for path in &self.registry_cas {
+            let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            anyhow::ensure!(
+                String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----"),
+                "{}: not a PEM certificate",
+                path.display()
+            );
+            settings.ca_certificates.push(pem);
+        }
+        Ok(settings)
+    }
+
+    fn registry(&self) -> anyhow::Result<oci::Registry> {
+        Ok(oci::Registry::new(self.settings()?))
+    }
+}
+
+/// Which signatures the operator trusts.
+#[derive(Args, Clone)]
+struct TrustArgs {
+    /// A trusted public key (PEM, ECDSA P-256: a `policy keygen` .pub or a cosign.pub),
+    /// or a directory of *.pub files (a Secret mounted as a volume); repeatable. Read
+    /// at each verification, so a rotated Secret is picked up.
+    #[arg(long = "trusted-key", env = "TRUSTED_KEYS", value_delimiter = ',')]
+    trusted_keys: Vec<PathBuf>,
+    /// Load only modules signed by a trusted key: from a registry, a cosign signature
+    /// on the artifact; from a file or ConfigMap, a detached signature beside it
+    /// (FILE.sig, or the ConfigMap key KEY.sig), as `cosign sign-blob` writes one.
+    #[arg(long, env = "REQUIRE_SIGNATURES", requires = "trusted_keys")]
+    require_signatures: bool,
+}
+
+impl TrustArgs {
+    fn trust(&self) -> signature::Trust {
+        signature::Trust { keys: self.trusted_keys.clone(), required: self.require_signatures }
+    }
+}
+
+/// `$XDG_CACHE_HOME/podset-host/policies`, else `~/.cache/…`, else the temporary directory's.
+fn default_cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").filter(|h| !h.is_empty() && h != "/").map(|h| PathBuf::from(h).join(".cache"))
+        })
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("podset-host/policies")
 }
 
 /// Leader election: several replicas run, the Lease holder acts, the others keep
@@ -253,6 +340,79 @@ enum PolicyCommand {
         #[arg(long)]
         repo: Option<PathBuf>,
     },
+    /// Publish a module to a registry as an OCI artifact (the CNCF Wasm layout); prints
+    /// the reference pinned by digest and the module's sha256 (for spec.sha256).
+    Push {
+        module: PathBuf,
+        /// REGISTRY/REPOSITORY:TAG
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Download a module from a registry, checked as the operator checks it.
+    Pull {
+        reference: String,
+        #[arg(long, short)]
+        output: PathBuf,
+        /// Also verify its signature with this public key (repeatable).
+        #[arg(long = "key")]
+        keys: Vec<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Show what a reference resolves to: digests, media types, size, annotations,
+    /// what the component imports and exports, and its signatures. Downloads no module.
+    Inspect {
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Make an ECDSA P-256 key pair: PREFIX.key (PKCS#8, mode 0600) and PREFIX.pub.
+    Keygen {
+        #[arg(default_value = "policy")]
+        prefix: PathBuf,
+        /// Overwrite existing files.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Sign what a reference names now, in cosign's format (the sha256-<hex>.sig tag).
+    Sign {
+        reference: String,
+        /// The private key (PEM PKCS#8).
+        #[arg(long)]
+        key: PathBuf,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Verify the cosign signatures of what a reference names against public keys;
+    /// exits non-zero unless one verifies. No transparency log is consulted.
+    Verify {
+        reference: String,
+        #[arg(long = "key", required = true)]
+        keys: Vec<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Sign a module file: writes the detached signature (base64, as `cosign sign-blob`).
+    SignBlob {
+        module: PathBuf,
+        #[arg(long)]
+        key: PathBuf,
+        /// [default: MODULE.sig]
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Verify a module file's detached signature.
+    VerifyBlob {
+        module: PathBuf,
+        #[arg(long = "key", required = true)]
+        keys: Vec<PathBuf>,
+        /// [default: MODULE.sig]
+        #[arg(long)]
+        signature: Option<PathBuf>,
+    },
     /// Wrap a core Wasm module built with wit-bindgen into a component.
     Componentize {
         core_module: PathBuf,
@@ -293,7 +453,9 @@ impl SandboxArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    // The platform verifier logs every refused certificate at ERROR; the error we return says it.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,rustls_platform_verifier=off".into());
     let json = matches!(&cli.command, Command::Run(a) if a.log_json);
     let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if json {
@@ -320,6 +482,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 leader: args.leader.settings(args.namespace_selector.as_deref()),
                 identity: args.leader.identity(),
                 record: args.record.settings(),
+                registry: args.registry.settings()?,
+                policy_cache_dir: args.policy_cache_dir,
+                registry_poll: args.registry_poll,
+                trust: args.trust.trust(),
                 namespace_selector: args.namespace_selector,
                 concurrency: args.concurrency,
                 debounce: args.debounce,
@@ -471,12 +637,190 @@ fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
             println!("made {}: cargo test there, then `make policy` (in this repository) or", made.display());
             println!("`make -C {} policy-crate CRATE={}` builds the component", repo.display(), made.display());
         }
+        PolicyCommand::Push { .. }
+        | PolicyCommand::Pull { .. }
+        | PolicyCommand::Inspect { .. }
+        | PolicyCommand::Sign { .. }
+        | PolicyCommand::Verify { .. } => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            return runtime.block_on(registry_command(cmd));
+        }
+        PolicyCommand::Keygen { prefix, force } => {
+            let key = signature::PrivateKey::generate()?;
+            let (private, public) = (prefix.with_extension("key"), prefix.with_extension("pub"));
+            for path in [&private, &public] {
+                anyhow::ensure!(force || !path.exists(), "{} exists; --force overwrites it", path.display());
+            }
+            write_private(&private, key.to_pem().as_bytes())?;
+            std::fs::write(&public, key.public().to_pem()).with_context(|| format!("writing {}", public.display()))?;
+            println!(
+                "private key {} (keep it secret), public key {} (id {})",
+                private.display(),
+                public.display(),
+                key.public().id()
+            );
+        }
+        PolicyCommand::SignBlob { module, key, output } => {
+            let key = read_private_key(&key)?;
+            let bytes = std::fs::read(&module).with_context(|| format!("reading {}", module.display()))?;
+            let output = output.unwrap_or_else(|| sig_path(&module));
+            let sig = signature::encode_signature(&key.sign(&bytes)?);
+            std::fs::write(&output, format!("{sig}\n")).with_context(|| format!("writing {}", output.display()))?;
+            println!("{}: signed {} ({})", output.display(), module.display(), sandbox::Digest::of(&bytes));
+        }
+        PolicyCommand::VerifyBlob { module, keys, signature: sig } => {
+            let bytes = std::fs::read(&module).with_context(|| format!("reading {}", module.display()))?;
+            let sig = sig.unwrap_or_else(|| sig_path(&module));
+            let text = std::fs::read(&sig).with_context(|| format!("reading {}", sig.display()))?;
+            let trust = signature::Trust { keys, required: true };
+            match trust.verify_blob(&bytes, Some(&text), &sig.display().to_string()) {
+                Ok(v) => println!("{}: verified by {}", module.display(), v.key),
+                Err(e) => {
+                    println!("{}: NOT verified: {e}", module.display());
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+        }
         PolicyCommand::Componentize { core_module, output } => {
             let core = std::fs::read(&core_module).with_context(|| format!("reading {}", core_module.display()))?;
             let component = sandbox::componentize::componentize(&core)?;
             std::fs::write(&output, &component).with_context(|| format!("writing {}", output.display()))?;
             println!("{}: {} bytes", output.display(), component.len());
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `MODULE.sig`: where a module file's detached signature lives.
+fn sig_path(module: &std::path::Path) -> PathBuf {
+    let mut name = module.as_os_str().to_owned();
+    name.push(".sig");
+    PathBuf::from(name)
+}
+
+fn read_private_key(path: &std::path::Path) -> anyhow::Result<signature::PrivateKey> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(signature::PrivateKey::from_pem(&text, &path.display().to_string())?)
+}
+
+/// Writes a private key readable by its owner only.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(bytes).with_context(|| format!("writing {}", path.display()))
+}
+
+/// The commands that talk to a registry.
+async fn registry_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
+    let session_for = |registry: &RegistryArgs, reference: &str| -> anyhow::Result<(oci::Session, oci::Reference)> {
+        let r = oci::parse_reference(reference)?;
+        Ok((registry.registry()?.session(&r, &Default::default(), &[]), r))
+    };
+    match cmd {
+        PolicyCommand::Push { module, reference, registry, sandbox } => {
+            let (engine, policy) = sandbox.load(&module)?;
+            let bytes = std::fs::read(&module).with_context(|| format!("reading {}", module.display()))?;
+            let (session, r) = session_for(&registry, &reference)?;
+            anyhow::ensure!(r.digest().is_none(), "push to a tag (REGISTRY/REPOSITORY:TAG), not a digest");
+            let info = policy.info();
+            let world = if policy.is_podset_world() { "podset" } else { "reconciler" };
+            let exports =
+                vec![contract::bindings::interface_name("identity"), contract::bindings::interface_name(world)];
+            let annotations = std::collections::BTreeMap::from([
+                ("org.opencontainers.image.title".to_string(), info.name.clone()),
+                ("org.opencontainers.image.version".to_string(), info.version.clone()),
+                ("app.example.com/policy-contract".to_string(), info.contract.clone()),
+                ("app.example.com/policy-kind".to_string(), kind_name(&to_gvk(&policy.declarations().parent))),
+            ]);
+            let built = oci::artifact::build(bytes, policy.imports(), &exports, annotations);
+            let digest = session.push_artifact(&r, built).await?;
+            drop(engine);
+            println!("pushed {}@{digest}", r.whole());
+            println!("module  {} ({}), sha256 for spec.sha256: {}", policy.label(), module.display(), policy.digest());
+        }
+        PolicyCommand::Pull { reference, output, keys, registry } => {
+            let (session, r) = session_for(&registry, &reference)?;
+            let pulled = session.pull(&r, sandbox::Limits::default().module_bytes, None).await?;
+            if !keys.is_empty() {
+                let sigs = oci::cosign::fetch(&session, &r, &pulled.manifest_digest).await?;
+                let trust = signature::Trust { keys, required: true };
+                let v = oci::cosign::verify(&trust, &pulled.manifest_digest, &sigs)?;
+                println!("signature verified by {}", v.key);
+            }
+            std::fs::write(&output, &pulled.module).with_context(|| format!("writing {}", output.display()))?;
+            println!(
+                "pulled {} to {} ({} bytes, {})",
+                pulled.reference.whole(),
+                output.display(),
+                pulled.module.len(),
+                sandbox::Digest::of(&pulled.module)
+            );
+        }
+        PolicyCommand::Inspect { reference, registry } => {
+            let (session, r) = session_for(&registry, &reference)?;
+            let digest = session.resolve(&r).await?;
+            let manifest = session.manifest(&r, &digest).await?;
+            let parsed: serde_json::Value = serde_json::from_slice(&manifest)?;
+            println!("reference: {}", r.whole());
+            println!("manifest:  {digest} ({} bytes)", manifest.len());
+            match oci::artifact::check(&manifest, sandbox::Limits::default().module_bytes) {
+                Ok(layer) => {
+                    println!("module:    {} ({} bytes, {})", layer.digest, layer.size, layer.media_type);
+                    let config = &parsed["config"];
+                    println!("config:    {}", config["mediaType"].as_str().unwrap_or("?"));
+                    let size = config["size"].as_u64().unwrap_or(u64::MAX);
+                    if let (Some(d), true) = (config["digest"].as_str(), size <= 64 << 10) {
+                        let blob = session.blob(&r, d, size).await?;
+                        if let Ok(c) = serde_json::from_slice::<serde_json::Value>(&blob) {
+                            let list = |v: &serde_json::Value| {
+                                v.as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(", "))
+                            };
+                            if let Some(i) = list(&c["component"]["imports"]) {
+                                println!("imports:   {i}");
+                            }
+                            if let Some(e) = list(&c["component"]["exports"]) {
+                                println!("exports:   {e}");
+                            }
+                        }
+                    }
+                }
+                Err(e) => println!("NOT A POLICY: {e}"),
+            }
+            if let Some(a) = parsed["annotations"].as_object() {
+                for (k, v) in a {
+                    println!("annotation {k}: {}", v.as_str().unwrap_or_default());
+                }
+            }
+            let sigs = oci::cosign::fetch(&session, &r, &digest).await?;
+            println!("signatures: {} (tag {})", sigs.len(), oci::cosign::signature_tag(&r, &digest).whole());
+        }
+        PolicyCommand::Sign { reference, key, registry } => {
+            let key = read_private_key(&key)?;
+            let (session, r) = session_for(&registry, &reference)?;
+            let (digest, tag) = oci::cosign::sign(&session, &r, &key).await?;
+            println!("signed {}@{digest} with key {}: {}", r.whole(), key.public().id(), tag.whole());
+        }
+        PolicyCommand::Verify { reference, keys, registry } => {
+            let (session, r) = session_for(&registry, &reference)?;
+            let digest = session.resolve(&r).await?;
+            let sigs = oci::cosign::fetch(&session, &r, &digest).await?;
+            let trust = signature::Trust { keys, required: true };
+            match oci::cosign::verify(&trust, &digest, &sigs) {
+                Ok(v) => println!("{}@{digest}: verified by {}", r.whole(), v.key),
+                Err(e) => {
+                    println!("{}@{digest}: NOT verified: {e}", r.whole());
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+        }
+        _ => anyhow::bail!("not a registry command"),
     }
     Ok(ExitCode::SUCCESS)
 }

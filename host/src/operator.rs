@@ -33,9 +33,11 @@ use crate::kubernetes::leader::{self, Leadership};
 use crate::kubernetes::shard::{Change, Shard};
 use crate::kubernetes::version;
 use crate::metrics::Metrics;
+use crate::oci;
 use crate::reconcile::controller::SHUTDOWN_GRACE;
 use crate::reconcile::record;
 use crate::sandbox::{Limits, PolicyEngine};
+use crate::signature::Trust;
 use crate::sources;
 
 /// What `podset-host run` needs to know.
@@ -62,6 +64,14 @@ pub struct Settings {
     pub leader: Option<leader::Settings>,
     /// Record every decision as a scenario file, or `None`.
     pub record: Option<record::Settings>,
+    /// How registries are reached.
+    pub registry: oci::Settings,
+    /// Where pulled modules are cached.
+    pub policy_cache_dir: PathBuf,
+    /// How often registry tags are resolved again.
+    pub registry_poll: Duration,
+    /// Signature verification.
+    pub trust: Trust,
     /// Benchmark builds only: guest-podset decides natively (`sandbox::native`).
     #[cfg(feature = "native-podset")]
     pub native_podset: bool,
@@ -138,6 +148,18 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         }
         None => None,
     };
+    // A cache that cannot be made (a read-only file system) costs only the fallback.
+    let module_cache = match oci::cache::Cache::open(&settings.policy_cache_dir) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            warn!("{e}; modules from registries will not be cached (nothing serves while a registry is down)");
+            None
+        }
+    };
+    if settings.trust.required {
+        let keys = settings.trust.public_keys()?;
+        info!(keys = keys.len(), "signatures required: only modules a trusted key signed load");
+    }
     let knobs = ContextSettings {
         namespace: settings.namespace.clone(),
         resync: settings.resync,
@@ -147,6 +169,10 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         leadership,
         shard,
         recorder,
+        registry: settings.registry.clone(),
+        module_cache,
+        trust: settings.trust.clone(),
+        registry_poll: settings.registry_poll,
     };
     let ctx = Context::new(client, engine, knobs, shutdown)
         .map_err(|e| anyhow::anyhow!("cannot start the shadow decisions' thread: {e}"))?;

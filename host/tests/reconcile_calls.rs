@@ -126,6 +126,10 @@ impl Rig {
             leadership: podset_host::kubernetes::leader::Leadership::alone(),
             shard: podset_host::kubernetes::shard::Shard::all(),
             recorder: None,
+            registry: Default::default(),
+            module_cache: None,
+            trust: Default::default(),
+            registry_poll: Duration::from_secs(300),
         };
         let ctx = Context::new(client, engine, settings, CancellationToken::new()).expect("a context");
         let resolved = Resolved { parent: podsets(), children: vec![pods()], related: Vec::new(), finalizer: None };

@@ -74,10 +74,13 @@ async fn publish_in_mode(
     let mut policy = ReconcilePolicy::new(
         rp,
         ReconcilePolicySpec {
-            config_map_ref: ConfigMapKeyRef { name: cm.into(), key: "module.wasm".into() },
+            config_map_ref: Some(ConfigMapKeyRef { name: cm.into(), key: "module.wasm".into() }),
             sha256: podset_host::sandbox::Digest::of(module).to_string(),
             selector,
             mode,
+            image: None,
+            image_pull_secrets: Vec::new(),
+            registry_ca: None,
         },
     );
     policy.metadata.namespace = Some(ns.into());

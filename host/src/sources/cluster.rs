@@ -1,10 +1,12 @@
-//! Policies published in the cluster: a `ReconcilePolicy` names a ConfigMap key
-//! holding the module and pins its digest, and optionally selects the parents it
-//! decides (a canary). A controller loads each one, admits it, swaps it in, re-queues
-//! the parents it concerns, and reports on the ReconcilePolicy.
+//! Policies published in the cluster: a `ReconcilePolicy` names a ConfigMap key or a
+//! registry artifact holding the module and pins its digest, and optionally selects the
+//! parents it decides (a canary). A controller loads each one, admits it, swaps it in,
+//! re-queues the parents it concerns, and reports on the ReconcilePolicy.
 //!
 //! ConfigMaps are watched as metadata only (cheap, and no policy bytes are held in a
-//! cache); the module is fetched when one that a ReconcilePolicy names changes.
+//! cache); the module is fetched when one that a ReconcilePolicy names changes. An
+//! image is pulled when the spec changes, and checked again every `--registry-poll`
+//! (a moved tag, a registry back up); its pull Secrets are read at every pull.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,10 +22,11 @@ use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
+use super::image::{self, Request};
 use super::{admit, decides};
 use crate::conditions;
 use crate::context::Context;
-use crate::crd::{PolicyMode, ReconcilePolicy, ReconcilePolicyStatus};
+use crate::crd::{ImageStatus, PolicyMode, ReconcilePolicy, ReconcilePolicyStatus};
 use crate::kubernetes::cache::reflected;
 use crate::kubernetes::events::{Origin, event};
 use crate::registry::{Admitted, PolicyRef, ShadowSource};
@@ -132,7 +135,7 @@ pub async fn run(
             policies
                 .state()
                 .into_iter()
-                .filter(|rp| rp.namespace() == ns && rp.spec.config_map_ref.name == name)
+                .filter(|rp| rp.namespace() == ns && rp.spec.config_map_ref.as_ref().is_some_and(|r| r.name == name))
                 .map(|rp| ObjectRef::from_obj(rp.as_ref()))
                 .collect::<Vec<_>>()
         })
@@ -160,7 +163,7 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Action
     }
     // A standby loads modules too, ready to take over; the Events and the status
     // written below are the leader's to write.
-    let outcome = load(&rp, &ctx).await?;
+    let (outcome, image) = load(&rp, &ctx).await?;
     tokio::select! {
         _ = ctx.leadership.acting() => {}
         _ = ctx.shutdown.cancelled() => return Ok(Action::await_change()),
@@ -172,18 +175,28 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Action
     next.loaded_digest = serving.as_ref().map(|a| a.policy.digest().to_string());
     next.kind = serving.as_ref().map(|a| crate::contract::declarations::kind_name(&a.parent_kind()));
     let mut retry = None;
+    if rp.spec.image.is_some() {
+        report_image(&ctx, &rp, current.image.as_ref(), image.as_ref());
+        next.image = image;
+        // A moved tag and a registry back up are noticed by asking again.
+        retry = Some(ctx.registry_poll);
+    }
     match &outcome {
         Outcome::Loaded { swapped: admitted } => {
             let policy = serving.as_ref().map(|a| a.policy.label().to_string()).unwrap_or_default();
-            let doing = match rp.spec.mode {
+            let source = if admitted.is_some() && rp.spec.image.is_some() { "registry" } else { "configmap" };
+            let mut doing = match rp.spec.mode {
                 PolicyMode::Enforce => format!("serving {policy}"),
                 PolicyMode::Shadow => format!("shadowing with {policy}: it decides beside the live policy, never acts"),
             };
+            if let Some(why) = next.image.as_ref().and_then(|i| i.unreachable.as_ref()) {
+                doing.push_str(&format!(", from the operator's cache: {why}"));
+            }
             let ready = conditions::new("Ready", "True", "Loaded", &doing, generation);
             conditions::set(&mut next.conditions, &current.conditions, ready);
             next.conditions.retain(|c| c.type_ != "Failed");
             if let Some(admitted) = admitted {
-                ctx.metrics.policy_loaded("configmap", true);
+                ctx.metrics.policy_loaded(source, true);
                 let n = super::swapped(&ctx, &admitted.parent_kind(), |p| {
                     decides(&ctx, admitted, p) || ctx.registry.concerns(&key, p)
                 })
@@ -202,7 +215,7 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Action
             if *retryable {
                 retry = Some(RETRY);
             }
-            ctx.metrics.policy_loaded("configmap", false);
+            ctx.metrics.policy_loaded(if rp.spec.image.is_some() { "registry" } else { "configmap" }, false);
             ctx.registry.refuse(&key, format!("{reason}: {message}"));
             let failed = conditions::new("Failed", "True", reason, message, generation);
             conditions::set(&mut next.conditions, &current.conditions, failed);
@@ -239,6 +252,7 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Action
             "kind": next.kind,
             "observedGeneration": next.observed_generation,
             "conditions": next.conditions,
+            "image": next.image,
         }});
         api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     }
@@ -267,21 +281,94 @@ enum Outcome {
     },
 }
 
-/// Fetches, verifies, loads and admits the module `rp` points at.
-async fn load(rp: &ReconcilePolicy, ctx: &Context) -> Result<Outcome, Error> {
+/// A refusal, before anything was loaded.
+struct Refusal {
+    reason: String,
+    message: String,
+    retryable: bool,
+}
+
+impl Refusal {
+    fn new(reason: &str, message: String) -> Self {
+        Refusal { reason: reason.into(), message, retryable: false }
+    }
+
+    fn retry(reason: &str, message: String) -> Self {
+        Refusal { reason: reason.into(), message, retryable: true }
+    }
+}
+
+impl From<Refusal> for Outcome {
+    fn from(r: Refusal) -> Self {
+        Outcome::Refused { reason: r.reason, message: r.message, retryable: r.retryable }
+    }
+}
+
+/// Fetches, verifies, loads and admits the module `rp` points at; with `spec.image`,
+/// also what the image resolved to.
+async fn load(rp: &ReconcilePolicy, ctx: &Context) -> Result<(Outcome, Option<ImageStatus>), Error> {
     let key = key_of(rp);
-    let refuse =
-        |reason: &str, message: String| Ok(Outcome::Refused { reason: reason.into(), message, retryable: false });
     if let Err(e) = ctx.registry.declare(&key, rp.spec.selector.as_ref(), rp.spec.mode) {
-        return refuse("InvalidSelector", e);
+        return Ok((Refusal::new("InvalidSelector", e).into(), None));
     }
     let Some(pin) = Digest::parse(&rp.spec.sha256) else {
-        return refuse("InvalidDigest", format!("spec.sha256 {:?} is not sha256:<64 hex>", rp.spec.sha256));
+        let message = format!("spec.sha256 {:?} is not sha256:<64 hex>", rp.spec.sha256);
+        return Ok((Refusal::new("InvalidDigest", message).into(), None));
     };
-    let r = &rp.spec.config_map_ref;
-    let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), key.namespace.as_deref().unwrap_or_default());
+    let (bytes, fetched, image) = match (&rp.spec.config_map_ref, &rp.spec.image) {
+        (Some(r), None) => match from_configmap(rp, ctx, r, pin).await? {
+            Ok(bytes) => (bytes, None, None),
+            Err(refusal) => return Ok((refusal.into(), None)),
+        },
+        (None, Some(reference)) => {
+            let (result, status) = from_registry(rp, ctx, reference, pin).await?;
+            match result {
+                Ok((bytes, fetched)) => (bytes, Some(fetched), Some(status)),
+                Err(refusal) => return Ok((refusal.into(), Some(status))),
+            }
+        }
+        // The schema allows exactly one (a CEL rule); a CRD of an older version might not.
+        _ => {
+            let message = "give exactly one of spec.configMapRef and spec.image".to_string();
+            return Ok((Refusal::new("InvalidSpec", message).into(), None));
+        }
+    };
+    if ctx.registry.serving(&key).is_some_and(|a| *a.policy.digest() == pin) {
+        return Ok((Outcome::Loaded { swapped: None }, image));
+    }
+    let policy = match ctx.engine.load_async(bytes).await {
+        Ok(policy) => policy,
+        Err(e) => return Ok((Refusal::new(e.reason(), e.to_string()).into(), image)),
+    };
+    match admit(ctx, policy).await {
+        Ok(admitted) => {
+            let admitted = Arc::new(admitted);
+            ctx.registry.serve(&key, admitted.clone());
+            if let (Some(reference), Some(fetched)) = (&rp.spec.image, &fetched) {
+                image::remember(ctx, reference, fetched);
+            }
+            Ok((Outcome::Loaded { swapped: Some(admitted) }, image))
+        }
+        Err(e) => {
+            ctx.metrics.policy_refused(e.reason());
+            let refused =
+                Outcome::Refused { reason: e.reason().into(), message: e.to_string(), retryable: e.is_retryable() };
+            Ok((refused, image))
+        }
+    }
+}
+
+/// The module of a ConfigMap key, checked against the pin (and its detached signature
+/// `KEY.sig`, when signatures are required).
+async fn from_configmap(
+    rp: &ReconcilePolicy,
+    ctx: &Context,
+    r: &crate::crd::ConfigMapKeyRef,
+    pin: Digest,
+) -> Result<Result<Vec<u8>, Refusal>, Error> {
+    let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), rp.metadata.namespace.as_deref().unwrap_or_default());
     let Some(cm) = cms.get_opt(&r.name).await? else {
-        return refuse("ConfigMapNotFound", format!("ConfigMap {:?} not found", r.name));
+        return Ok(Err(Refusal::new("ConfigMapNotFound", format!("ConfigMap {:?} not found", r.name))));
     };
     let Some(bytes) = cm.binary_data.as_ref().and_then(|d| d.get(&r.key)).map(|b| b.0.clone()) else {
         let hint = if cm.data.as_ref().is_some_and(|d| d.contains_key(&r.key)) {
@@ -289,32 +376,140 @@ async fn load(rp: &ReconcilePolicy, ctx: &Context) -> Result<Outcome, Error> {
         } else {
             ""
         };
-        return refuse("KeyNotFound", format!("ConfigMap {:?} has no binaryData key {:?}{hint}", r.name, r.key));
+        let message = format!("ConfigMap {:?} has no binaryData key {:?}{hint}", r.name, r.key);
+        return Ok(Err(Refusal::new("KeyNotFound", message)));
     };
     let digest = Digest::of(&bytes);
     if digest != pin {
-        return refuse(
-            "DigestMismatch",
-            format!("ConfigMap {:?} key {:?} holds {digest}, but spec.sha256 pins {pin}", r.name, r.key),
-        );
+        let message = format!("ConfigMap {:?} key {:?} holds {digest}, but spec.sha256 pins {pin}", r.name, r.key);
+        return Ok(Err(Refusal::new("DigestMismatch", message)));
     }
-    if ctx.registry.serving(&key).is_some_and(|a| *a.policy.digest() == digest) {
-        return Ok(Outcome::Loaded { swapped: None });
+    if ctx.trust.required {
+        let sig_key = format!("{}.sig", r.key);
+        let sig = (cm.data.as_ref().and_then(|d| d.get(&sig_key)).map(|s| s.as_bytes().to_vec()))
+            .or_else(|| cm.binary_data.as_ref().and_then(|d| d.get(&sig_key)).map(|b| b.0.clone()));
+        let beside = format!("(key {sig_key:?} of ConfigMap {:?})", r.name);
+        if let Err(e) = ctx.trust.verify_blob(&bytes, sig.as_deref(), &beside) {
+            return Ok(Err(Refusal::new(e.reason(), e.to_string())));
+        }
     }
-    let policy = match ctx.engine.load_async(bytes).await {
-        Ok(policy) => policy,
-        Err(e) => return refuse(e.reason(), e.to_string()),
+    Ok(Ok(bytes))
+}
+
+/// The module of `spec.image`: pulled by the digest its tag resolved to (resolved
+/// again only when spec.image or spec.sha256 changed), with the policy's pull Secrets
+/// and CA, verified, checked against the pin; and what the image resolved to.
+async fn from_registry(
+    rp: &ReconcilePolicy,
+    ctx: &Context,
+    reference: &str,
+    pin: Digest,
+) -> Result<(Result<(Vec<u8>, image::Fetched), Refusal>, ImageStatus), Error> {
+    let previous = rp.status.as_ref().and_then(|s| {
+        let same = s.image.as_ref().is_some_and(|i| i.reference == reference)
+            && s.loaded_digest.as_deref() == Some(rp.spec.sha256.as_str());
+        same.then(|| s.image.clone()).flatten()
+    });
+    let mut status = ImageStatus {
+        reference: reference.to_string(),
+        resolved_digest: previous.as_ref().and_then(|p| p.resolved_digest.clone()),
+        ..Default::default()
     };
-    match admit(ctx, policy).await {
-        Ok(admitted) => {
-            let admitted = Arc::new(admitted);
-            ctx.registry.serve(&key, admitted.clone());
-            Ok(Outcome::Loaded { swapped: Some(admitted) })
-        }
+    let namespace = rp.metadata.namespace.as_deref().unwrap_or_default();
+    let (credentials, ca) = match secrets(ctx, namespace, rp).await? {
+        Ok(found) => found,
+        Err(refusal) => return Ok((Err(refusal), status)),
+    };
+    let request =
+        Request { reference, resolved: status.resolved_digest.as_deref(), credentials: &credentials, ca: &ca };
+    let fetched = match image::fetch(ctx, &request).await {
+        Ok(f) => f,
         Err(e) => {
-            ctx.metrics.policy_refused(e.reason());
-            Ok(Outcome::Refused { reason: e.reason().into(), message: e.to_string(), retryable: e.is_retryable() })
+            if e.is_unreachable() {
+                status.unreachable = Some(e.to_string());
+            }
+            let refusal = Refusal { reason: e.reason().into(), message: e.to_string(), retryable: e.is_retryable() };
+            return Ok((Err(refusal), status));
         }
+    };
+    status.unreachable = fetched.from_cache.as_ref().map(|e| e.to_string());
+    status.signed_by = fetched.signed_by.clone();
+    let digest = Digest::of(&fetched.pulled.module);
+    if digest != pin {
+        let message = format!(
+            "{} (manifest {}) holds module {digest}, but spec.sha256 pins {pin}",
+            reference, fetched.pulled.manifest_digest
+        );
+        return Ok((Err(Refusal::new("DigestMismatch", message)), status));
+    }
+    status.resolved_digest = Some(fetched.pulled.manifest_digest.clone());
+    // A tag that moved since it was resolved: reported, never loaded.
+    if fetched.from_cache.is_none()
+        && let Ok(named) = crate::oci::parse_reference(reference)
+        && named.digest().is_none()
+        && let Ok(now) = ctx.oci.session(&named, &credentials, &ca).resolve(&named).await
+        && Some(&now) != status.resolved_digest.as_ref()
+    {
+        status.tag_digest = Some(now);
+    }
+    Ok((Ok((fetched.pulled.module.clone(), fetched)), status))
+}
+
+/// The credentials of the policy's pull Secrets and the CA of its registryCA Secret,
+/// read now (a rotated Secret counts from its next pull).
+#[allow(clippy::type_complexity)]
+async fn secrets(
+    ctx: &Context,
+    namespace: &str,
+    rp: &ReconcilePolicy,
+) -> Result<Result<(crate::oci::auth::Credentials, Vec<Vec<u8>>), Refusal>, Error> {
+    use k8s_openapi::api::core::v1::Secret;
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let mut credentials = crate::oci::auth::Credentials::default();
+    for s in &rp.spec.image_pull_secrets {
+        let Some(secret) = api.get_opt(&s.name).await? else {
+            return Ok(Err(Refusal::retry("SecretNotFound", format!("imagePullSecret {:?} not found", s.name))));
+        };
+        let json = secret.data.as_ref().and_then(|d| d.get(".dockerconfigjson")).map(|b| b.0.clone());
+        let Some(json) = json else {
+            let message = format!(
+                "Secret {:?} is not a kubernetes.io/dockerconfigjson Secret (no .dockerconfigjson key)",
+                s.name
+            );
+            return Ok(Err(Refusal::retry("InvalidPullSecret", message)));
+        };
+        if let Err(e) = credentials.add(&json, &format!("Secret {:?}", s.name)) {
+            return Ok(Err(Refusal::retry("InvalidPullSecret", e)));
+        }
+    }
+    let mut ca = Vec::new();
+    if let Some(r) = &rp.spec.registry_ca {
+        let Some(secret) = api.get_opt(&r.name).await? else {
+            return Ok(Err(Refusal::retry("SecretNotFound", format!("registryCA Secret {:?} not found", r.name))));
+        };
+        let Some(pem) = secret.data.as_ref().and_then(|d| d.get(&r.key)).map(|b| b.0.clone()) else {
+            return Ok(Err(Refusal::retry("SecretNotFound", format!("Secret {:?} has no key {:?}", r.name, r.key))));
+        };
+        ca.push(pem);
+    }
+    Ok(Ok((credentials, ca)))
+}
+
+/// Events for what changed about the image: a moved tag, a registry gone or back.
+fn report_image(ctx: &Context, rp: &ReconcilePolicy, before: Option<&ImageStatus>, now: Option<&ImageStatus>) {
+    let Some(now) = now else { return };
+    if now.tag_digest.is_some() && now.tag_digest != before.and_then(|b| b.tag_digest.clone()) {
+        let note = format!(
+            "{} now points to {}, not to {} which was resolved and serves; change spec.image or spec.sha256 to take it",
+            now.reference,
+            now.tag_digest.as_deref().unwrap_or_default(),
+            now.resolved_digest.as_deref().unwrap_or("nothing")
+        );
+        publish(ctx, rp, EventType::Warning, "TagMoved", note);
+    }
+    if now.unreachable.is_some() && before.is_none_or(|b| b.unreachable.is_none()) {
+        let note = now.unreachable.clone().unwrap_or_default();
+        publish(ctx, rp, EventType::Warning, "RegistryUnreachable", note);
     }
 }
 

@@ -3,6 +3,11 @@
 //! in-place writes, atomic renames (`mv new.wasm podset.wasm`), and ConfigMap volume
 //! updates, where the kubelet swaps a `..data` symlink and the file's own name never
 //! sees an event.
+//!
+//! A "file" may also be `oci://REFERENCE`, a module in a registry ([`super::image`]):
+//! it is resolved again every `--registry-poll`, and a new digest swaps in as a changed
+//! file does. With `--require-signatures`, a file's module loads only with a detached
+//! signature beside it (`FILE.sig`) that a trusted key verifies.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -14,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use super::image::{self, Request};
 use super::{admit, decides, swapped};
 use crate::context::Context;
 use crate::contract::declarations::kind_name;
@@ -42,20 +48,63 @@ pub enum FileError {
     Duplicate { path: PathBuf, kind: String, other: PathBuf },
     #[error("{path} shadows {kind}, which {other} already shadows: one --shadow per kind")]
     DuplicateShadow { path: PathBuf, kind: String, other: PathBuf },
+    #[error("pulling {reference}: {source}")]
+    Image { reference: String, source: crate::oci::Error },
+    #[error("{path}: signature: {source}")]
+    Signature { path: PathBuf, source: crate::signature::Error },
 }
 
 impl FileError {
     /// Worth trying again without the file changing.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, FileError::Access { source, .. } if source.is_retryable())
+        match self {
+            FileError::Access { source, .. } => source.is_retryable(),
+            FileError::Image { source, .. } => source.is_retryable(),
+            _ => false,
+        }
     }
+}
+
+/// The registry reference of an `oci://` policy "path".
+pub fn reference_of(path: &Path) -> Option<&str> {
+    path.to_str().and_then(|s| s.strip_prefix("oci://"))
+}
+
+/// `FILE.sig`: where a module file's detached signature lives.
+pub fn signature_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".sig");
+    PathBuf::from(name)
+}
+
+/// The module's bytes, and what a registry gave with them.
+async fn fetch(ctx: &Context, path: &Path) -> Result<(Vec<u8>, Option<image::Fetched>), FileError> {
+    if let Some(reference) = reference_of(path) {
+        let request = Request { reference, resolved: None, credentials: &Default::default(), ca: &[] };
+        let fetched = image::fetch(ctx, &request)
+            .await
+            .map_err(|source| FileError::Image { reference: reference.to_string(), source })?;
+        if let Some(e) = &fetched.from_cache {
+            warn!(reference, digest = %fetched.pulled.manifest_digest, "{e}; the cached module serves");
+        }
+        return Ok((fetched.pulled.module.clone(), Some(fetched)));
+    }
+    let bytes = tokio::fs::read(path).await.map_err(|source| FileError::Read { path: path.into(), source })?;
+    if ctx.trust.required {
+        let sig_path = signature_path(path);
+        let sig = tokio::fs::read(&sig_path).await.ok();
+        ctx.trust
+            .verify_blob(&bytes, sig.as_deref(), &sig_path.display().to_string())
+            .map_err(|source| FileError::Signature { path: path.into(), source })?;
+    }
+    Ok((bytes, None))
 }
 
 /// Loads `path` and serves it in `mode` unless it is what already serves. Returns
 /// what it swapped in; the controllers catch up with [`swapped`].
 pub async fn load(ctx: &Arc<Context>, path: &Path, mode: PolicyMode) -> Result<Option<Arc<Admitted>>, FileError> {
     let started = Instant::now();
-    let bytes = tokio::fs::read(path).await.map_err(|source| FileError::Read { path: path.into(), source })?;
+    let (bytes, fetched) = fetch(ctx, path).await?;
     let current = ctx.registry.file_policy(path);
     if current.as_ref().is_some_and(|a| *a.policy.digest() == Digest::of(&bytes)) {
         return Ok(None);
@@ -72,7 +121,10 @@ pub async fn load(ctx: &Arc<Context>, path: &Path, mode: PolicyMode) -> Result<O
         });
     }
     let old = ctx.registry.serve_file(path, admitted.clone(), mode);
-    ctx.metrics.policy_loaded("file", true);
+    if let (Some(reference), Some(fetched)) = (reference_of(path), &fetched) {
+        image::remember(ctx, reference, fetched);
+    }
+    ctx.metrics.policy_loaded(if fetched.is_some() { "registry" } else { "file" }, true);
     info!(
         policy = %admitted.policy.label(),
         kind = %kind_name(&kind),
@@ -133,6 +185,7 @@ pub async fn watch(
     // directory rereads its policy files; an unchanged digest makes that a no-op.
     let dirs: BTreeSet<PathBuf> = paths
         .iter()
+        .filter(|(p, _)| reference_of(p).is_none())
         .map(|(p, _)| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf())
         .collect();
     let mut watcher = match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
@@ -153,10 +206,21 @@ pub async fn watch(
     }
     info!(files = ?paths, "watching the policy files for changes");
     let mut retry: BTreeSet<PathBuf> = pending;
+    let registered: Vec<(PathBuf, PolicyMode)> =
+        paths.iter().filter(|(p, _)| reference_of(p).is_some()).cloned().collect();
+    let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + ctx.registry_poll, ctx.registry_poll);
     loop {
         let tick = tokio::time::sleep(RETRY);
         tokio::select! {
             _ = stop.cancelled() => return,
+            _ = poll.tick(), if !registered.is_empty() => {
+                // A tag that moved swaps its new module in, as a changed file does.
+                for (p, mode) in &registered {
+                    if let Err(e) = reload(&ctx, p, *mode).await && e.is_retryable() {
+                        retry.insert(p.clone());
+                    }
+                }
+            }
             got = rx.recv() => {
                 if got.is_none() { return }
                 // Debounce: wait until the files have been quiet for DEBOUNCE.

@@ -1,9 +1,10 @@
 //! Where policy modules come from, and how a new one replaces the old: files
-//! ([`file`]) and ReconcilePolicy objects ([`cluster`]). Both admit a module the same
+//! ([`file`]), registries ([`image`]) and ReconcilePolicy objects ([`cluster`]). Both admit a module the same
 //! way ([`admit`]) and then let the controllers catch up ([`swapped`]).
 
 pub mod cluster;
 pub mod file;
+pub mod image;
 
 use std::sync::Arc;
 

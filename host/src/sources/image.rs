@@ -1,0 +1,92 @@
+//! Modules from registries, for `--policy oci://…` and `ReconcilePolicy.spec.image`:
+//! pulled by digest and checked (`oci`), their cosign signature verified when
+//! signatures are required, and remembered in the cache once they loaded.
+//!
+//! A registry that cannot be reached is not an outage: the module the cache last
+//! verified for the same reference serves (its signatures verified again, against the
+//! keys trusted now), and the caller says so in status.
+
+use oci::cosign::{self, Signature};
+
+use crate::context::Context;
+use crate::oci::{self, Pulled};
+
+/// A module ready to load.
+pub struct Fetched {
+    pub pulled: Pulled,
+    signatures: Vec<Signature>,
+    /// Why the registry was not used: it could not be reached and the cache served.
+    pub from_cache: Option<oci::Error>,
+    /// The key that verified its signature, when signatures are required.
+    pub signed_by: Option<String>,
+}
+
+/// Where and how to pull.
+pub struct Request<'a> {
+    /// As the user wrote it (the cache's key).
+    pub reference: &'a str,
+    /// The manifest digest to pull instead of resolving the reference's tag again.
+    pub resolved: Option<&'a str>,
+    /// A policy's own pull Secrets' credentials (the operator-wide ones follow).
+    pub credentials: &'a oci::auth::Credentials,
+    /// A policy's own registry CA.
+    pub ca: &'a [Vec<u8>],
+}
+
+/// Pulls (or recalls) and verifies what `request` names.
+pub async fn fetch(ctx: &Context, request: &Request<'_>) -> Result<Fetched, oci::Error> {
+    let named = oci::parse_reference(request.reference)?;
+    let r = match request.resolved {
+        Some(d) => named.clone_with_digest(d.to_string()),
+        None => named,
+    };
+    let session = ctx.oci.session(&r, request.credentials, request.ca);
+    let cap = ctx.engine.limits().module_bytes;
+    let pulled = match session.pull(&r, cap, ctx.module_cache.as_ref()).await {
+        Ok(pulled) => pulled,
+        Err(e) if e.is_unreachable() => return recall(ctx, request, e),
+        Err(e) => return Err(e),
+    };
+    let signatures = if ctx.trust.required {
+        match cosign::fetch(&session, &r, &pulled.manifest_digest).await {
+            Ok(s) => s,
+            Err(e) if e.is_unreachable() => return recall(ctx, request, e),
+            Err(e) => return Err(e),
+        }
+    } else {
+        Vec::new()
+    };
+    let signed_by = verify(ctx, &pulled, &signatures)?;
+    Ok(Fetched { pulled, signatures, from_cache: None, signed_by })
+}
+
+/// The cached module for the reference, when the registry is unreachable.
+fn recall(ctx: &Context, request: &Request<'_>, unreachable: oci::Error) -> Result<Fetched, oci::Error> {
+    let cached = ctx.module_cache.as_ref().and_then(|c| c.recall(request.reference, ctx.engine.limits().module_bytes));
+    let Some((pulled, signatures)) = cached else { return Err(unreachable) };
+    if request.resolved.is_some_and(|d| d != pulled.manifest_digest) {
+        return Err(unreachable);
+    }
+    let signed_by = verify(ctx, &pulled, &signatures)?;
+    Ok(Fetched { pulled, signatures, from_cache: Some(unreachable), signed_by })
+}
+
+fn verify(ctx: &Context, pulled: &Pulled, signatures: &[Signature]) -> Result<Option<String>, oci::Error> {
+    if !ctx.trust.required {
+        return Ok(None);
+    }
+    Ok(Some(cosign::verify(&ctx.trust, &pulled.manifest_digest, signatures)?.key))
+}
+
+/// Remembers a fetched module that loaded, so that it serves when the registry is
+/// down, and after a restart. A cache that cannot be written is logged, not fatal.
+pub fn remember(ctx: &Context, reference: &str, fetched: &Fetched) {
+    if fetched.from_cache.is_some() {
+        return;
+    }
+    if let Some(cache) = &ctx.module_cache
+        && let Err(e) = cache.remember(reference, &fetched.pulled, &fetched.signatures)
+    {
+        tracing::warn!(reference, "cannot cache the module: {e}");
+    }
+}
