@@ -88,6 +88,9 @@ pub struct Context {
     pub module_cache: Option<oci::cache::Cache>,
     pub trust: Trust,
     pub registry_poll: Duration,
+    /// The `--policy oci://` references served from the cache because their registry
+    /// is unreachable: said once when it goes, once when it is back.
+    pub registry_down: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Context {
@@ -126,6 +129,7 @@ impl Context {
             module_cache: settings.module_cache,
             trust: settings.trust,
             registry_poll: settings.registry_poll,
+            registry_down: Mutex::default(),
         }))
     }
 

@@ -1,7 +1,8 @@
 //! What the integration tests of every crate share: the test control plane
 //! ([`cluster`]), bounded polling ([`poll`]), the operator as a process ([`operator`]),
 //! PodSets and a test's world ([`podsets`]), the compiled policies ([`policies`]), the
-//! API server's audit log ([`audit`]) and a TCP proxy to cut ([`proxy`]).
+//! API server's audit log ([`audit`]), a TCP proxy to cut ([`proxy`]) and registries
+//! ([`registry`]).
 //!
 //! Tests never skip: without a test cluster (`PODSET_TEST_KUBECONFIG`, set by
 //! `make test`) or compiled policies they fail with what to run.
@@ -14,6 +15,7 @@ pub mod podsets;
 pub mod policies;
 pub mod poll;
 pub mod proxy;
+pub mod registry;
 
 pub use cluster::*;
 pub use nodes::*;

@@ -206,7 +206,7 @@ pub fn sum_metric(text: &str, metric: &str, filter: &str) -> f64 {
         + 0.0
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
 }
 

@@ -98,7 +98,7 @@ impl Session {
             .client
             .pull_manifest_raw(&pinned, &self.auth, &artifact::MANIFEST_MEDIA_TYPES)
             .await
-            .map_err(|e| self.classify(&pinned.whole(), e))?;
+            .map_err(|e| self.classify(&format!("manifest {}", pinned.whole()), e))?;
         let actual = digest_of(&bytes);
         if actual != digest {
             return Err(Error::Digest {
@@ -134,8 +134,15 @@ impl Session {
             self.client.pull_blob_stream(reference, &descriptor).await.map_err(|e| self.classify(&what, e))?;
         let mut out = Vec::with_capacity(size.min(16 << 20) as usize);
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk
-                .map_err(|e| Error::Registry { registry: self.registry.clone(), detail: format!("{what}: {e}") })?;
+            let chunk = chunk.map_err(|e| {
+                // The client checks the digest as the stream ends, and says so in the error it yields.
+                match e.get_ref().and_then(|inner| inner.downcast_ref::<oci_client::errors::DigestError>()) {
+                    Some(oci_client::errors::DigestError::VerificationError { expected, actual }) => {
+                        Error::Digest { what: what.clone(), expected: expected.clone(), actual: actual.clone() }
+                    }
+                    _ => Error::Registry { registry: self.registry.clone(), detail: format!("{what}: {e}") },
+                }
+            })?;
             if (out.len() + chunk.len()) as u64 > size {
                 return Err(Error::Artifact(format!("{what} is longer than the {size} bytes its manifest declares")));
             }
@@ -254,12 +261,18 @@ impl Session {
             OciDistributionError::ServerError { code, message, .. } if code >= 500 => {
                 Error::Unreachable { registry, detail: format!("HTTP {code} {}", message.trim()) }
             }
-            OciDistributionError::DigestError(d) => {
-                Error::Digest { what: what.to_string(), expected: String::new(), actual: d.to_string() }
-            }
+            OciDistributionError::DigestError(oci_client::errors::DigestError::VerificationError {
+                expected,
+                actual,
+            }) => Error::Digest { what: what.to_string(), expected, actual },
             OciDistributionError::RequestError(r) => {
                 let detail = chain(&r);
-                if detail.contains("certificate") || detail.contains("UnknownIssuer") {
+                if detail.contains("InvalidContentType") {
+                    let detail = format!(
+                        "it does not answer TLS ({detail}); plain HTTP is spoken only to the registries --insecure-registry names"
+                    );
+                    Error::Registry { registry, detail }
+                } else if detail.contains("certificate") || detail.contains("UnknownIssuer") {
                     Error::Certificate { registry, detail }
                 } else if r.is_connect() || r.is_timeout() || r.is_request() {
                     Error::Unreachable { registry, detail }

@@ -252,7 +252,14 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Action
             "kind": next.kind,
             "observedGeneration": next.observed_generation,
             "conditions": next.conditions,
-            "image": next.image,
+            // Every field, null when unset: a merge patch keeps what it does not name.
+            "image": next.image.as_ref().map(|i| serde_json::json!({
+                "reference": i.reference,
+                "resolvedDigest": i.resolved_digest,
+                "tagDigest": i.tag_digest,
+                "signedBy": i.signed_by,
+                "unreachable": i.unreachable,
+            })),
         }});
         api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     }

@@ -84,8 +84,14 @@ async fn fetch(ctx: &Context, path: &Path) -> Result<(Vec<u8>, Option<image::Fet
         let fetched = image::fetch(ctx, &request)
             .await
             .map_err(|source| FileError::Image { reference: reference.to_string(), source })?;
-        if let Some(e) = &fetched.from_cache {
-            warn!(reference, digest = %fetched.pulled.manifest_digest, "{e}; the cached module serves");
+        let digest = &fetched.pulled.manifest_digest;
+        match &fetched.from_cache {
+            Some(e) if ctx.registry_down.lock().insert(reference.to_string()) => {
+                warn!(reference, %digest, "{e}; the cached module serves");
+            }
+            Some(e) => tracing::debug!(reference, %digest, "{e}; the cached module serves"),
+            None if ctx.registry_down.lock().remove(reference) => info!(reference, %digest, "registry reachable again"),
+            None => {}
         }
         return Ok((fetched.pulled.module.clone(), Some(fetched)));
     }
