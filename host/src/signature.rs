@@ -46,7 +46,7 @@ pub enum Error {
     Read { path: PathBuf, source: std::io::Error },
     #[error("no trusted public key: pass --trusted-key FILE (or a directory of *.pub files)")]
     NoTrustedKeys,
-    #[error("unsigned: {0}")]
+    #[error("not signed: {0}")]
     Unsigned(String),
     #[error("no trusted key verifies the signature ({tried} signature(s) tried against {keys} key(s): {names})")]
     Untrusted { tried: usize, keys: usize, names: String },

@@ -49,7 +49,7 @@ pub enum Error {
     Digest { what: String, expected: String, actual: String },
     #[error("registry {registry}: {detail}")]
     Registry { registry: String, detail: String },
-    #[error("signature: {0}")]
+    #[error("{0}")]
     Signature(#[from] crate::signature::Error),
     #[error("the policy cache {path}: {source}")]
     Cache { path: std::path::PathBuf, source: std::io::Error },

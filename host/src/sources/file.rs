@@ -50,7 +50,7 @@ pub enum FileError {
     DuplicateShadow { path: PathBuf, kind: String, other: PathBuf },
     #[error("pulling {reference}: {source}")]
     Image { reference: String, source: crate::oci::Error },
-    #[error("{path}: signature: {source}")]
+    #[error("{path}: {source}")]
     Signature { path: PathBuf, source: crate::signature::Error },
 }
 
