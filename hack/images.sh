@@ -131,6 +131,10 @@ build() {
       users "$rootfs"
       copy_binary "$rootfs" "$ROOT/target/$profile/podset-host" /usr/bin/podset-host
       install -D -m 0644 -t "$rootfs/policies" target/policy/*.wasm
+      # Registries' certificates are checked against the system's roots (Debian's bundle),
+      # besides the CAs given with --registry-ca or a policy's registryCA.
+      apt_install ca-certificates
+      install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/ca-certificates.crt"
       pack podset-host "docker.io/library/podset-host:$OPERATOR_TAG" --entrypoint '["/usr/bin/podset-host"]' --user 65532
       ;;
     *) die "unknown image $1 (pause, busybox, memcached, iperf3, podset-host)" ;;

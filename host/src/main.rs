@@ -721,7 +721,7 @@ fn write_private(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
 async fn registry_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
     let session_for = |registry: &RegistryArgs, reference: &str| -> anyhow::Result<(oci::Session, oci::Reference)> {
         let r = oci::parse_reference(reference)?;
-        Ok((registry.registry()?.session(&r, &Default::default(), &[]), r))
+        Ok((registry.registry()?.session(&r, &Default::default(), &[])?, r))
     };
     match cmd {
         PolicyCommand::Push { module, reference, registry, sandbox } => {

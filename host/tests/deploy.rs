@@ -101,6 +101,7 @@ async fn deployed_the_standby_pod_takes_over_when_the_leader_pod_is_deleted() {
     let leases: Api<Lease> = Api::namespaced(client.clone(), SYSTEM);
     let ((leader, leader_ip), (standby, standby_ip)) = leader_and_standby(&pods, &leases).await;
     pulled_from_the_registry(&pods, &leader).await;
+    unreachable_image_policy(&client, &ns, &pods).await;
 
     // The deployed operator serves the namespace; no local operator runs for it.
     let podsets: Api<PodSet> = Api::namespaced(client.clone(), &ns);
@@ -276,6 +277,39 @@ async fn pulled_from_the_registry(pods: &Api<Pod>, name: &str) {
     let listed = String::from_utf8_lossy(&out.expect("ctr runs").stdout).into_owned();
     assert!(!listed.contains("docker.io/library/podset-host"), "an operator image was imported by hand:\n{listed}");
     println!("the operator runs {image}, pulled from the cluster's registry");
+}
+
+/// A ReconcilePolicy whose registry the pods cannot reach (the cluster's registry listens
+/// on the host's loopback): reported as unreachable, and no operator pod restarts. A
+/// pod's image has no CA bundle of a system to lean on but the one it ships; before it
+/// did, making the registry client panicked in this very case.
+async fn unreachable_image_policy(client: &kube::Client, ns: &str, pods: &Api<Pod>) {
+    let registry = common::cluster_env("REGISTRY").expect("the cluster's env names its REGISTRY");
+    let module = std::fs::read(common::policy_dir().join("podset.wasm")).expect("podset.wasm");
+    let rp = serde_json::json!({
+        "apiVersion": "app.example.com/v1alpha1", "kind": "ReconcilePolicy", "metadata": {"name": "from-registry"},
+        "spec": {"image": format!("{registry}/policies/podset:v1"), "sha256": podset_host::sandbox::Digest::of(&module).to_string(),
+                 "selector": {"matchLabels": {"nobody": "selects-this"}}},
+    });
+    let rps: Api<podset_host::crd::ReconcilePolicy> = Api::namespaced(client.clone(), ns);
+    rps.patch("from-registry", &PatchParams::apply("deploy-test"), &Patch::Apply(&rp)).await.expect("ReconcilePolicy");
+    let reason = eventually("the deployed operator to report the registry", Duration::from_secs(60), || async {
+        let rp = rps.get("from-registry").await.ok()?;
+        rp.status?.conditions.into_iter().find(|c| c.type_ == "Failed").map(|c| c.reason)
+    })
+    .await;
+    assert_eq!(reason, "RegistryUnreachable");
+    let restarts: i32 = pods
+        .list(&ListParams::default().labels(SELECTOR))
+        .await
+        .expect("pods")
+        .items
+        .iter()
+        .flat_map(|p| p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()))
+        .map(|c| c.restart_count)
+        .sum();
+    assert_eq!(restarts, 0, "no operator pod restarted");
+    rps.delete("from-registry", &Default::default()).await.expect("delete");
 }
 
 /// Rolls the Deployment to another image, then changes its policy ConfigMap, with a

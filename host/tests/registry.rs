@@ -528,7 +528,7 @@ async fn oversize_and_two_layer_artifacts_are_refused_before_their_layers_are_do
         // Over the 8 MiB module cap, as one layer.
         let big = padded(&module, "big", 9 << 20);
         let big_ref = oci::parse_reference(&format!("{}/p/big:v1", own.addr)).expect("ref");
-        let session = registry.session(&big_ref, &Default::default(), &[]);
+        let session = registry.session(&big_ref, &Default::default(), &[]).expect("session");
         session
             .push_artifact(&big_ref, artifact::build(big.clone(), &[], &[], Default::default()))
             .await

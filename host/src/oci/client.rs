@@ -53,16 +53,17 @@ impl Registry {
     /// A session for operations on `reference`'s registry: `credentials` (a policy's
     /// pull Secrets) before the operator-wide ones, `ca` (a policy's) beside the
     /// operator-wide CAs.
-    pub fn session(&self, reference: &Reference, credentials: &Credentials, ca: &[Vec<u8>]) -> Session {
+    pub fn session(&self, reference: &Reference, credentials: &Credentials, ca: &[Vec<u8>]) -> Result<Session, Error> {
         let registry = reference.resolve_registry().to_string();
         let certs = |pems: &[Vec<u8>]| {
             pems.iter().map(|p| Certificate { encoding: CertificateEncoding::Pem, data: p.clone() }).collect::<Vec<_>>()
         };
         let mut extra = certs(&self.settings.ca_certificates);
         extra.extend(certs(ca));
-        let config = ClientConfig {
+        let config = |extra: Vec<Certificate>, only: Vec<Certificate>| ClientConfig {
             protocol: ClientProtocol::HttpsExcept(self.settings.insecure.clone()),
             extra_root_certificates: extra,
+            tls_certs_only: only,
             // An image index is not a policy: refuse it rather than pick a platform.
             platform_resolver: None,
             connect_timeout: Some(CONNECT_TIMEOUT),
@@ -70,8 +71,17 @@ impl Registry {
             user_agent: concat!("podset-host/", env!("CARGO_PKG_VERSION")),
             ..Default::default()
         };
+        // Not `Client::new`: it falls back to a default client, whose builder panics where the
+        // system has no CA certificates (a distroless image). Without system roots, the CAs
+        // given are the only ones.
+        let client = match Client::try_from(config(extra.clone(), Vec::new())) {
+            Ok(c) => c,
+            Err(_) if !extra.is_empty() => Client::try_from(config(Vec::new(), extra))
+                .map_err(|e| Error::Certificate { registry: registry.clone(), detail: chain(&e) })?,
+            Err(e) => return Err(Error::Certificate { registry, detail: chain(&e) }),
+        };
         let auth = credentials.clone().then(&self.settings.credentials).for_registry(&registry);
-        Session { client: Client::new(config), auth, registry }
+        Ok(Session { client, auth, registry })
     }
 }
 

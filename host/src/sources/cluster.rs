@@ -454,7 +454,8 @@ async fn from_registry(
     if fetched.from_cache.is_none()
         && let Ok(named) = crate::oci::parse_reference(reference)
         && named.digest().is_none()
-        && let Ok(now) = ctx.oci.session(&named, &credentials, &ca).resolve(&named).await
+        && let Ok(session) = ctx.oci.session(&named, &credentials, &ca)
+        && let Ok(now) = session.resolve(&named).await
         && Some(&now) != status.resolved_digest.as_ref()
     {
         status.tag_digest = Some(now);

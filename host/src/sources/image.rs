@@ -40,7 +40,7 @@ pub async fn fetch(ctx: &Context, request: &Request<'_>) -> Result<Fetched, oci:
         Some(d) => named.clone_with_digest(d.to_string()),
         None => named,
     };
-    let session = ctx.oci.session(&r, request.credentials, request.ca);
+    let session = ctx.oci.session(&r, request.credentials, request.ca)?;
     let cap = ctx.engine.limits().module_bytes;
     let pulled = match session.pull(&r, cap, ctx.module_cache.as_ref()).await {
         Ok(pulled) => pulled,
