@@ -515,7 +515,10 @@ EOF
   wait_for etcd 20 etcd_healthy
 
   log "starting the registry on https://$REGISTRY (user $REGISTRY_USER)"
-  start registry docker-registry serve "$CLUSTER_DIR/registry/config.yml"
+  # distribution reads REGISTRY_* variables as overrides of its config: the env file's own
+  # (REGISTRY_AUTH would replace the auth section) must not reach it from a shell that sourced it.
+  start registry env -u REGISTRY -u REGISTRY_PORT -u REGISTRY_USER -u REGISTRY_PASSWORD -u REGISTRY_AUTH \
+    docker-registry serve "$CLUSTER_DIR/registry/config.yml"
   wait_for registry 20 registry_ready
 
   log "starting kube-apiserver on $APISERVER_URL"

@@ -126,7 +126,13 @@ impl OwnRegistry {
 
     async fn run(&mut self) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("registry log");
-        let child = Command::new("docker-registry")
+        // distribution reads REGISTRY_* variables as config overrides: none of a shell's may reach it.
+        let overrides: Vec<String> = std::env::vars().map(|(k, _)| k).filter(|k| k.starts_with("REGISTRY")).collect();
+        let mut command = Command::new("docker-registry");
+        for k in &overrides {
+            command.env_remove(k);
+        }
+        let child = command
             .arg("serve")
             .arg(&self.config)
             .stdout(Stdio::null())
