@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$ROOT"
 
 hack/deps.sh
+# The registry tests copy tags with skopeo (images.sh --push installs it too, for make deploy).
+apt_install skopeo
 log "formatting check"
 cargo fmt --all -- --check || die "cargo fmt would change files: run cargo fmt --all"
 
