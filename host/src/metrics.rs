@@ -62,6 +62,7 @@ pub struct Metrics {
     decision_cpu: Family<ChildrenLabels, Histogram, fn() -> Histogram>,
     policy_failures: Family<ReasonLabels, Counter>,
     pub api_writes: Family<WriteLabels, Counter>,
+    pub writes_fenced: Counter,
     policy_loads: Family<LoadLabels, Counter>,
     events_dropped: Family<ReasonLabels, Counter>,
     decisions_recorded: Family<ResultLabels, Counter>,
@@ -83,6 +84,7 @@ impl Default for Metrics {
             decision_cpu: Family::new_with_constructor(decision_buckets),
             policy_failures: Family::default(),
             api_writes: Family::default(),
+            writes_fenced: Counter::default(),
             policy_loads: Family::default(),
             events_dropped: Family::default(),
             decisions_recorded: Family::default(),
@@ -116,6 +118,11 @@ impl Default for Metrics {
         );
         registry.register("policy_failures", "Decisions a policy could not make, by reason", m.policy_failures.clone());
         registry.register("api_writes", "Write requests sent to the Kubernetes API", m.api_writes.clone());
+        registry.register(
+            "writes_fenced",
+            "Write requests not sent because this replica's lease deadline had passed (or it did not lead)",
+            m.writes_fenced.clone(),
+        );
         registry.register(
             "leader",
             "1 while this replica acts (holds the Lease, or runs without leader election), 0 on standby",

@@ -28,6 +28,7 @@ use tracing::{debug, error, info, warn};
 use crate::context::{Context, ContextSettings};
 use crate::crd::{PolicyMode, ReconcilePolicy};
 use crate::kubernetes::client;
+use crate::kubernetes::fence::Fence;
 pub use crate::kubernetes::leader::Settings as LeaderSettings;
 use crate::kubernetes::leader::{self, Leadership};
 use crate::kubernetes::shard::{Change, Shard};
@@ -110,7 +111,12 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
     }
     let metrics = Arc::new(Metrics::default());
     let agent = format!("podset-host/{} ({})", env!("CARGO_PKG_VERSION"), settings.identity);
-    let client = client::client(metrics.api_writes.clone(), &agent).await?;
+    // Shut until the Lease names this replica; open without election.
+    let fence = match &settings.leader {
+        Some(_) => Fence::shut(metrics.writes_fenced.clone()),
+        None => Fence::open(metrics.writes_fenced.clone()),
+    };
+    let client = client::client(metrics.api_writes.clone(), &agent, fence.clone()).await?;
     let (shard, selected) = match &settings.namespace_selector {
         Some(selector) => {
             let (shard, selected) = Shard::selected(&client, selector);
@@ -123,7 +129,8 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         Some(l) => {
             info!(lease = %l.lease, namespace = %l.namespace, identity = %l.identity, "leader election on; standing by");
             let m = metrics.clone();
-            leader::start(client.clone(), l, shutdown.clone(), release.clone(), lost.clone(), move |a| m.leading(a))
+            let changed = move |a| m.leading(a);
+            leader::start(client.clone(), l, fence, shutdown.clone(), release.clone(), lost.clone(), changed)
         }
         None => {
             metrics.leading(true);

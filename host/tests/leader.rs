@@ -115,3 +115,75 @@ async fn the_standby_writes_nothing_and_takes_over_when_the_leader_is_killed_or_
     );
     env.cleanup().await;
 }
+
+/// A leader paused past its lease (SIGSTOP: a GC pause, a frozen VM) while it was
+/// creating pods, resumed after the standby took over: the write fence refuses what its
+/// tasks still had to send. Checked in the API server's audit log: no write of the old
+/// leader completes after its deadline (its last renewal before the pause + the lease
+/// duration − the margin), and never more pods than asked for.
+#[tokio::test]
+async fn a_leader_paused_past_its_lease_writes_nothing_once_resumed() {
+    use common::audit::{AuditLog, peak_active_pods};
+    let client = common::client().await;
+    common::require_sim_node(&client).await;
+    let ns = common::namespace(&client, "fenced").await;
+    let a = replica(&ns, "paused-a");
+    role(&a, "leader").await;
+    let b = replica(&ns, "paused-b");
+    role(&b, "standby").await;
+    let audit = AuditLog::open();
+    let mark = audit.mark();
+    let env = Env {
+        podsets: Api::namespaced(client.clone(), &ns),
+        pods: Api::namespaced(client.clone(), &ns),
+        client,
+        ns,
+        op: a,
+    };
+
+    // Paused mid-reconcile: right after the PodSet appears, while its pods are being created.
+    env.create("web", 10).await;
+    let pid = env.op.pid().to_string();
+    let stopped = std::time::SystemTime::now();
+    assert!(std::process::Command::new("kill").args(["-STOP", &pid]).status().expect("kill").success());
+    let took_over = role(&b, "leader").await;
+    // Long enough that the paused leader's deadline is well past.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let resumed = std::time::SystemTime::now();
+    assert!(std::process::Command::new("kill").args(["-CONT", &pid]).status().expect("kill").success());
+    env.converged("web", 10).await;
+    // Whatever the resumed replica still had to send, it has tried by now (it exits on seeing the Lease lost).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let entries = audit.since(mark);
+    let by_a: Vec<&common::audit::Entry> = entries
+        .iter()
+        .filter(|e| e.user_agent.contains("(paused-a)") && e.verb != "get" && e.verb != "list" && e.verb != "watch")
+        .collect();
+    // Its last renewal was before the pause, so its deadline is at most the lease duration
+    // − the margin (half the 2 s grace) after it.
+    let bound = stopped + LEASE_DURATION - Duration::from_secs(1);
+    let bound_text = humantime::format_rfc3339_micros(bound).to_string();
+    let resumed_text = humantime::format_rfc3339_micros(resumed).to_string();
+    let late: Vec<String> = by_a
+        .iter()
+        .filter(|e| e.stage_timestamp > bound_text)
+        .map(|e| format!("{} {} {:?} at {}", e.verb, e.object_ref.resource, e.object_ref.name, e.stage_timestamp))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "writes of the paused leader completed after its deadline bound {bound_text}:\n{}",
+        late.join("\n")
+    );
+    assert!(!by_a.iter().any(|e| e.stage_timestamp > resumed_text), "no write of the old leader after it resumed");
+    let peak = peak_active_pods(&entries, &env.ns, 0);
+    assert!(peak <= 10, "never more active pods than asked: saw {peak}");
+    let log = std::fs::read_to_string(&env.op.log).unwrap_or_default();
+    let fenced = log.matches("write fenced").count();
+    println!(
+        "paused leader: {} writes before the pause completed, none after {bound_text}; standby took over in {took_over:?}; \
+         {fenced} fenced write errors in its log; peak {peak} active pods",
+        by_a.len()
+    );
+    env.cleanup().await;
+}

@@ -1,6 +1,6 @@
 //! The Kubernetes client, with a layer that counts every write request. The count is
 //! a metric (`podset_api_writes_total`) and what the tests use to prove a converged
-//! PodSet costs no writes.
+//! PodSet costs no writes. Outside it, the write fence ([`super::fence`]).
 
 use std::task::{Context, Poll};
 
@@ -13,8 +13,13 @@ use tower::{Layer, Service};
 
 use crate::metrics::WriteLabels;
 
-/// A client whose requests carry `agent` as their User-Agent (audit logs record it).
-pub async fn client(writes: Family<WriteLabels, Counter>, agent: &str) -> Result<Client, kube::Error> {
+/// A client whose requests carry `agent` as their User-Agent (audit logs record it),
+/// whose writes pass `fence` first and are then counted.
+pub async fn client(
+    writes: Family<WriteLabels, Counter>,
+    agent: &str,
+    fence: super::fence::Fence,
+) -> Result<Client, kube::Error> {
     let mut config = Config::infer().await.map_err(kube::Error::InferConfig)?;
     // Invalid header bytes (from a strange pod name) only cost the attribution.
     if let Ok(agent) = http::HeaderValue::from_str(agent) {
@@ -22,7 +27,11 @@ pub async fn client(writes: Family<WriteLabels, Counter>, agent: &str) -> Result
     }
     // Said once up front: when the server does not answer, the caches' errors follow.
     tracing::info!(server = %config.cluster_url, "Kubernetes API server");
-    Ok(ClientBuilder::try_from(config)?.with_layer(&CountWrites(writes)).build())
+    // The outer layer sees a request first: a fenced write is never counted as sent.
+    Ok(ClientBuilder::try_from(config)?
+        .with_layer(&CountWrites(writes))
+        .with_layer(&super::fence::FenceWrites(fence))
+        .build())
 }
 
 #[derive(Clone)]

@@ -30,6 +30,8 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use super::fence::Fence;
+
 /// How a replica takes part in the election.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -133,6 +135,7 @@ struct Seen {
 pub fn start(
     client: Client,
     settings: Settings,
+    fence: Fence,
     shutdown: CancellationToken,
     release: CancellationToken,
     lost: CancellationToken,
@@ -149,7 +152,7 @@ pub fn start(
         electing.await;
         let _ = released_tx.send(true);
     });
-    tokio::spawn(decide_acting(settings, seen, elected.1, acting_tx, shutdown, lost, on_change));
+    tokio::spawn(decide_acting(settings, seen, elected.1, acting_tx, fence, shutdown, lost, on_change));
     Leadership { acting: acting_rx, released: released_rx, elected: true }
 }
 
@@ -251,6 +254,7 @@ async fn decide_acting(
     seen: Arc<Mutex<Seen>>,
     mut elected: watch::Receiver<bool>,
     acting: watch::Sender<bool>,
+    fence: Fence,
     stop: CancellationToken,
     lost: CancellationToken,
     on_change: impl Fn(bool),
@@ -260,20 +264,26 @@ async fn decide_acting(
     loop {
         tokio::select! {
             _ = stop.cancelled() => {
+                // The controllers have stopped by now or are stopping: nothing more goes out.
+                fence.until(None);
                 let _ = acting.send(false);
                 return;
             }
             _ = tick.tick() => {}
             _ = elected.changed() => {}
         }
-        let now = {
+        // The deadline the fence checks each write against, at the moment it is sent; the
+        // acting flag follows it here, every tick.
+        let deadline = {
             let seen = seen.lock();
-            let fresh = match (seen.renewed, seen.duration) {
-                (Some(renewed), Some(duration)) => SystemTime::now() < renewed + duration.saturating_sub(margin),
-                _ => false,
-            };
-            *elected.borrow() && fresh && seen.holder.as_deref() == Some(s.identity.as_str())
+            let ours = *elected.borrow() && seen.holder.as_deref() == Some(s.identity.as_str());
+            match (ours, seen.renewed, seen.duration) {
+                (true, Some(renewed), Some(duration)) => Some(renewed + duration.saturating_sub(margin)),
+                _ => None,
+            }
         };
+        fence.until(deadline);
+        let now = deadline.is_some_and(|d| SystemTime::now() < d);
         let was = *acting.borrow();
         if now != was {
             let _ = acting.send(now);

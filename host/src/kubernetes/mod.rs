@@ -1,4 +1,4 @@
-//! Kubernetes plumbing: the client (with its write counter), the caches every
+//! Kubernetes plumbing: the client (with its write counter and write fence), the caches every
 //! reconcile reads from (with the health that gates reconciles and `/readyz`) and the
 //! compact objects they hold, the shared watches of children and related kinds, the
 //! access checks made when a policy loads, leader election, the namespaces a
@@ -8,6 +8,7 @@ pub mod access;
 pub mod cache;
 pub mod client;
 pub mod events;
+pub mod fence;
 pub mod leader;
 pub mod object;
 pub mod shard;

@@ -1,0 +1,181 @@
+//! Write fencing: a replica sends a write only while it holds the Lease, checked at
+//! the moment each request goes out, not when the reconcile that makes it started.
+//!
+//! The leader ([`super::leader`]) keeps the fence's deadline at
+//! `renewTime + duration − margin` of the Lease as last seen naming it; a standby's
+//! fence is shut. A write request (any method but GET, HEAD, OPTIONS) after the
+//! deadline fails at once with [`Fenced`], before it reaches the connection: a leader
+//! paused (SIGSTOP, a GC pause, a frozen VM) past its lease wakes up to writes that fail,
+//! whatever its tasks had in flight. Writes to Leases pass (they are how a leader renews
+//! or gives its Lease up), and so do access reviews (POSTed, but they change nothing).
+//!
+//! The bound: a write can reach the API server after the deadline only if it was
+//! handed to the connection before it, so its lateness is what the network adds to a
+//! request already sent. The margin (half the lease's grace, 2.5 s by default) is kept
+//! between the deadline and the earliest moment a standby may take over.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+use http::{Method, Request};
+use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
+use tower::{BoxError, Layer, Service};
+
+/// Until when this replica may write: always (no election), never (a standby), or
+/// until a deadline (the leader).
+#[derive(Clone)]
+pub struct Fence {
+    state: Arc<Mutex<State>>,
+    refused: Counter,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Open,
+    Until(SystemTime),
+    Shut,
+}
+
+/// A write refused by the fence.
+#[derive(Debug, thiserror::Error)]
+#[error("write fenced: this replica's lease deadline has passed (or it does not lead); the request was not sent")]
+pub struct Fenced;
+
+impl Fence {
+    /// A fence that never refuses: a single replica without election.
+    pub fn open(refused: Counter) -> Self {
+        Fence { state: Arc::new(Mutex::new(State::Open)), refused }
+    }
+
+    /// A fence that refuses every write until [`Fence::until`] opens it.
+    pub fn shut(refused: Counter) -> Self {
+        Fence { state: Arc::new(Mutex::new(State::Shut)), refused }
+    }
+
+    /// Writes pass until `deadline` (on this replica's clock); `None` shuts it.
+    pub fn until(&self, deadline: Option<SystemTime>) {
+        let mut s = self.state.lock();
+        if *s != State::Open {
+            *s = deadline.map_or(State::Shut, State::Until);
+        }
+    }
+
+    /// Whether a write may go out at `now`.
+    pub fn allows(&self, now: SystemTime) -> bool {
+        match *self.state.lock() {
+            State::Open => true,
+            State::Until(deadline) => now < deadline,
+            State::Shut => false,
+        }
+    }
+}
+
+/// The client layer that checks the fence on every write.
+#[derive(Clone)]
+pub struct FenceWrites(pub Fence);
+
+impl<S> Layer<S> for FenceWrites {
+    type Service = FencedService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        FencedService { inner, fence: self.0.clone() }
+    }
+}
+
+/// A client service behind [`FenceWrites`].
+#[derive(Clone)]
+pub struct FencedService<S> {
+    inner: S,
+    fence: Fence,
+}
+
+impl<S, B> Service<Request<B>> for FencedService<S>
+where
+    S: Service<Request<B>>,
+    S::Error: Into<BoxError>,
+    S::Response: Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let write = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+        if write && !exempt(req.uri().path()) && !self.fence.allows(SystemTime::now()) {
+            self.fence.refused.inc();
+            return Box::pin(std::future::ready(Err(Box::new(Fenced) as BoxError)));
+        }
+        let call = self.inner.call(req);
+        Box::pin(async move { call.await.map_err(Into::into) })
+    }
+}
+
+/// Writes that pass a shut fence: the Lease (`/apis/coordination.k8s.io/…/leases…`: how a
+/// leader renews or gives it up), and reviews that are POSTed but change nothing
+/// (`authorization.k8s.io`: the access checks a standby makes when a policy loads).
+fn exempt(path: &str) -> bool {
+    let lease = path.starts_with("/apis/coordination.k8s.io/") && path.split('/').any(|s| s == "leases");
+    lease || path.starts_with("/apis/authorization.k8s.io/")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    type Inner = tower::util::ServiceFn<fn(Request<()>) -> std::future::Ready<Result<u16, BoxError>>>;
+
+    fn request(method: Method, path: &str) -> Request<()> {
+        Request::builder().method(method).uri(path).body(()).expect("request")
+    }
+
+    async fn send(svc: &mut FencedService<Inner>, method: Method, path: &str) -> Result<u16, BoxError> {
+        std::future::poll_fn(|cx| svc.poll_ready(cx)).await?;
+        svc.call(request(method, path)).await
+    }
+
+    fn fenced(fence: &Fence) -> FencedService<Inner> {
+        let inner: fn(Request<()>) -> std::future::Ready<Result<u16, BoxError>> = |_| std::future::ready(Ok(200));
+        FenceWrites(fence.clone()).layer(tower::service_fn(inner))
+    }
+
+    #[tokio::test]
+    async fn writes_pass_until_the_deadline_reads_and_lease_writes_always() {
+        let refused = Counter::default();
+        let fence = Fence::shut(refused.clone());
+        let mut svc = fenced(&fence);
+        let pods = "/api/v1/namespaces/a/pods";
+        assert_eq!(send(&mut svc, Method::GET, pods).await.expect("a read passes a shut fence"), 200);
+        let err = send(&mut svc, Method::POST, pods).await.expect_err("a standby's write is refused");
+        assert!(err.downcast_ref::<Fenced>().is_some(), "{err}");
+        let lease = "/apis/coordination.k8s.io/v1/namespaces/a/leases/podset-host";
+        assert_eq!(send(&mut svc, Method::PUT, lease).await.expect("a Lease write passes"), 200);
+        let review = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+        assert_eq!(send(&mut svc, Method::POST, review).await.expect("an access review passes"), 200);
+
+        fence.until(Some(SystemTime::now() + Duration::from_secs(60)));
+        assert_eq!(send(&mut svc, Method::PATCH, pods).await.expect("the leader writes"), 200);
+        // The deadline passed while nothing ran (a SIGSTOP): the next write is refused at once.
+        fence.until(Some(SystemTime::now() - Duration::from_millis(1)));
+        assert!(send(&mut svc, Method::DELETE, pods).await.is_err());
+        fence.until(None);
+        assert!(send(&mut svc, Method::POST, pods).await.is_err());
+        assert_eq!(refused.get(), 3);
+    }
+
+    #[test]
+    fn an_open_fence_stays_open() {
+        let fence = Fence::open(Counter::default());
+        fence.until(None);
+        assert!(fence.allows(SystemTime::now()));
+    }
+}
