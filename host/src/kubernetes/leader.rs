@@ -152,7 +152,7 @@ pub fn start(
         electing.await;
         let _ = released_tx.send(true);
     });
-    tokio::spawn(decide_acting(settings, seen, elected.1, acting_tx, fence, shutdown, lost, on_change));
+    tokio::spawn(decide_acting(settings, seen, elected.1, (acting_tx, fence), shutdown, lost, on_change));
     Leadership { acting: acting_rx, released: released_rx, elected: true }
 }
 
@@ -248,13 +248,13 @@ async fn build(client: &Client, s: &Settings) -> Result<LeaseManager, kube_lease
 }
 
 /// Acting = elected by the manager, and the Lease as last seen names us with a renewal
-/// recent enough. Re-evaluated often, on this replica's clock.
+/// recent enough. Re-evaluated often, on this replica's clock; the fence gets the same
+/// deadline, and checks it at every write.
 async fn decide_acting(
     s: Settings,
     seen: Arc<Mutex<Seen>>,
     mut elected: watch::Receiver<bool>,
-    acting: watch::Sender<bool>,
-    fence: Fence,
+    (acting, fence): (watch::Sender<bool>, Fence),
     stop: CancellationToken,
     lost: CancellationToken,
     on_change: impl Fn(bool),
