@@ -57,6 +57,16 @@ async fn readyz(ip: &str) -> Option<String> {
     http_body(ip, METRICS_PORT, "/readyz").await
 }
 
+/// Container restarts of the operator's pods, all together.
+async fn restarts(pods: &Api<Pod>) -> i32 {
+    let list = pods.list(&ListParams::default().labels(SELECTOR)).await.expect("pods");
+    list.items
+        .iter()
+        .flat_map(|p| p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()))
+        .map(|c| c.restart_count)
+        .sum()
+}
+
 /// Writes a pod sent that change the cluster, from its `/metrics`.
 async fn writes(ip: &str) -> f64 {
     common::cluster_writes(&http_body(ip, METRICS_PORT, "/metrics").await.unwrap_or_default())
@@ -299,15 +309,7 @@ async fn unreachable_image_policy(client: &kube::Client, ns: &str, pods: &Api<Po
     })
     .await;
     assert_eq!(reason, "RegistryUnreachable");
-    let restarts: i32 = pods
-        .list(&ListParams::default().labels(SELECTOR))
-        .await
-        .expect("pods")
-        .items
-        .iter()
-        .flat_map(|p| p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()))
-        .map(|c| c.restart_count)
-        .sum();
+    let restarts = restarts(pods).await;
     assert_eq!(restarts, 0, "no operator pod restarted");
     rps.delete("from-registry", &Default::default()).await.expect("delete");
 }
@@ -380,15 +382,7 @@ async fn rollout_and_policy_change(client: &kube::Client, ns: &str) {
     let (worst, changes) = probe.stop().await;
     let after = names().await;
     let deployment: Deployment = Api::namespaced(client.clone(), SYSTEM).get("podset-host").await.expect("Deployment");
-    let restarts: i32 = pods
-        .list(&ListParams::default().labels(SELECTOR))
-        .await
-        .expect("pods")
-        .items
-        .iter()
-        .flat_map(|p| p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()))
-        .map(|c| c.restart_count)
-        .sum();
+    let restarts = restarts(&pods).await;
     println!(
         "policy ConfigMap change: served by the new module {swapped:?} after the patch; {changes} probe changes, the longest waited {worst:?}"
     );

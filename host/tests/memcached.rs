@@ -271,7 +271,7 @@ async fn swapping_the_memcached_policy_redecides_every_memcached() {
 
     // A rebuilt module: the same logic with one more byte in a custom section, so a
     // new digest, as an edit-and-rebuild gives.
-    let rebuilt = with_custom_section(&original, "podset-test", b"v2");
+    let rebuilt = common::with_custom_section(&original, "podset-test", b"v2");
     let second = podset_host::sandbox::Digest::of(&rebuilt).to_string();
     let started = Instant::now();
     replace(&file, &rebuilt);
@@ -279,31 +279,6 @@ async fn swapping_the_memcached_policy_redecides_every_memcached() {
     println!("{N} Memcacheds re-decided {:?} after the file was replaced", started.elapsed());
     assert_eq!(op.sum("podset_policy_loads_total", "result=\"ok\"").await, 2.0);
     common::delete_namespace(&client, &ns).await;
-}
-
-/// `component` with a custom section appended: a valid component with another digest.
-fn with_custom_section(component: &[u8], name: &str, data: &[u8]) -> Vec<u8> {
-    let mut payload = Vec::new();
-    leb128(&mut payload, name.len());
-    payload.extend_from_slice(name.as_bytes());
-    payload.extend_from_slice(data);
-    let mut out = component.to_vec();
-    out.push(0); // custom section id
-    leb128(&mut out, payload.len());
-    out.extend(payload);
-    out
-}
-
-fn leb128(out: &mut Vec<u8>, mut n: usize) {
-    loop {
-        let byte = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
 }
 
 fn replace(path: &Path, bytes: &[u8]) {

@@ -23,32 +23,6 @@ fn podset_wasm() -> PathBuf {
     policy_dir().join("podset.wasm")
 }
 
-/// `module` with a custom section of `pad` bytes appended: the same policy, other bytes.
-/// A component may carry custom sections anywhere; the sandbox ignores them.
-fn padded(module: &[u8], name: &str, pad: usize) -> Vec<u8> {
-    let mut section = Vec::new();
-    leb128(&mut section, name.len());
-    section.extend_from_slice(name.as_bytes());
-    section.extend(std::iter::repeat_n(0x5a, pad));
-    let mut out = module.to_vec();
-    out.push(0);
-    leb128(&mut out, section.len());
-    out.extend(section);
-    out
-}
-
-fn leb128(out: &mut Vec<u8>, mut n: usize) {
-    loop {
-        let byte = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
-
 fn write_module(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, bytes).expect("write module");
@@ -421,7 +395,8 @@ async fn corrupt_manifests_and_layers_are_refused_and_the_last_good_module_serve
         let own = OwnRegistry::start(false).await;
         let proxy = TamperProxy::start(&own.addr).await;
         let dir = tempfile::tempdir().expect("tempdir");
-        let variant = write_module(dir.path(), "variant.wasm", &padded(&std::fs::read(podset_wasm()).expect("podset"), "variant", 16));
+        let podset = std::fs::read(podset_wasm()).expect("podset");
+        let variant = write_module(dir.path(), "variant.wasm", &common::with_custom_section(&podset, "variant", &[0x5a; 16]));
         push(&podset_wasm(), &format!("{}/p/podset:v1", own.addr), &own.flags());
         push(&variant, &format!("{}/p/podset:v2", own.addr), &own.flags());
         let cache = tempfile::tempdir().expect("cache");
@@ -526,7 +501,7 @@ async fn oversize_and_two_layer_artifacts_are_refused_before_their_layers_are_do
         let registry = oci::Registry::new(settings);
         let module = std::fs::read(podset_wasm()).expect("module");
         // Over the 8 MiB module cap, as one layer.
-        let big = padded(&module, "big", 9 << 20);
+        let big = common::with_custom_section(&module, "big", &vec![0x5a; 9 << 20]);
         let big_ref = oci::parse_reference(&format!("{}/p/big:v1", own.addr)).expect("ref");
         let session = registry.session(&big_ref, &Default::default(), &[]).expect("session");
         session
@@ -575,7 +550,11 @@ async fn a_module_too_big_for_a_configmap_serves_from_the_registry() {
         let registry = cluster_registry();
         let dir = tempfile::tempdir().expect("tempdir");
         // 1.5 MiB: over what a ConfigMap holds (1 MiB), within the 8 MiB module cap.
-        let big = padded(&std::fs::read(podset_wasm()).expect("podset"), "padding", 1536 << 10);
+        let big = common::with_custom_section(
+            &std::fs::read(podset_wasm()).expect("podset"),
+            "padding",
+            &vec![0x5a; 1536 << 10],
+        );
         let path = write_module(dir.path(), "big.wasm", &big);
         let (ok, out) = common::kubectl(&[
             "create",

@@ -151,3 +151,28 @@ pub async fn shadow_settled(
     })
     .await
 }
+
+/// `component` with a custom section appended: a valid component with another digest.
+pub fn with_custom_section(component: &[u8], name: &str, data: &[u8]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    leb128(&mut payload, name.len());
+    payload.extend_from_slice(name.as_bytes());
+    payload.extend_from_slice(data);
+    let mut out = component.to_vec();
+    out.push(0); // custom section id
+    leb128(&mut out, payload.len());
+    out.extend(payload);
+    out
+}
+
+fn leb128(out: &mut Vec<u8>, mut n: usize) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
