@@ -92,6 +92,15 @@ struct RunArgs {
     #[cfg(feature = "native-podset")]
     #[arg(long, hide = true)]
     native_podset: bool,
+    /// Fault-suite builds only: die right after the response of this write (1-based,
+    /// counted from the start) arrived.
+    #[cfg(feature = "fault-suite")]
+    #[arg(long, hide = true)]
+    fault_crash_after_write: Option<u64>,
+    /// Fault-suite builds only: lose the response of this write (the server applied it).
+    #[cfg(feature = "fault-suite")]
+    #[arg(long, hide = true)]
+    fault_lose_response_of_write: Option<u64>,
 }
 
 /// Recording real decisions for `policy test` and `policy replay`.
@@ -494,6 +503,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 limits: args.sandbox.limits(),
                 #[cfg(feature = "native-podset")]
                 native_podset: args.native_podset,
+                #[cfg(feature = "fault-suite")]
+                faults: podset_host::kubernetes::faults::Faults {
+                    crash_after_write: args.fault_crash_after_write,
+                    lose_response_of_write: args.fault_lose_response_of_write,
+                },
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(async {

@@ -76,6 +76,9 @@ pub struct Settings {
     /// Benchmark builds only: guest-podset decides natively (`sandbox::native`).
     #[cfg(feature = "native-podset")]
     pub native_podset: bool,
+    /// Fault-suite builds only: where the client injects its faults.
+    #[cfg(feature = "fault-suite")]
+    pub faults: crate::kubernetes::faults::Faults,
 }
 
 /// A built operator, ready to run.
@@ -116,7 +119,14 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         Some(_) => Fence::shut(metrics.writes_fenced.clone()),
         None => Fence::open(metrics.writes_fenced.clone()),
     };
-    let client = client::client(metrics.api_writes.clone(), &agent, fence.clone()).await?;
+    let client = client::client(
+        metrics.api_writes.clone(),
+        &agent,
+        fence.clone(),
+        #[cfg(feature = "fault-suite")]
+        settings.faults.clone(),
+    )
+    .await?;
     let (shard, selected) = match &settings.namespace_selector {
         Some(selector) => {
             let (shard, selected) = Shard::selected(&client, selector);

@@ -667,3 +667,64 @@ async fn a_partitioned_operator_survives_10s_and_60s_cuts() {
     assert!(violations.is_empty(), "{violations:#?}");
     case.cleanup().await;
 }
+
+/// Writes to objects in `metrics` (what the fault layer counts): the cluster writes
+/// without Events.
+fn object_writes(metrics: &str) -> u64 {
+    let events = common::sum_metric(metrics, "podset_api_writes_total", r#"resource="events""#);
+    (common::cluster_writes(metrics) - events).max(0.0) as u64
+}
+
+/// The PodSet flow 1 → 5, with the operator dying right after the k-th write for every
+/// k it reaches (`--fault-crash-after-write`, fault-suite builds), and with the k-th
+/// write's response lost instead (`--fault-lose-response-of-write`). After each, a
+/// plain operator must converge as an uninterrupted run does: 5 pods, never more,
+/// a true status, no write once converged.
+#[tokio::test]
+async fn a_crash_after_every_write_of_the_podset_flow_changes_nothing_in_the_end() {
+    let audit = AuditLog::open();
+    // The uninterrupted run: how many writes the flow makes.
+    let case = Case::new("points", Workload::PodSet, 1, None).await;
+    let before = object_writes(&case.op.metrics().await);
+    case.scale(5).await;
+    case.converged(5).await.unwrap_or_else(|e| panic!("uninterrupted run: {e}"));
+    let flow = object_writes(&case.op.metrics().await) - before;
+    case.cleanup().await;
+    assert!(flow >= 5, "the flow writes at least its 4 pods and a status: counted {flow}");
+
+    let mut violations = Vec::new();
+    let mut slowest = Duration::ZERO;
+    for (fault, flag) in
+        [("crash after", "--fault-crash-after-write"), ("lost response of", "--fault-lose-response-of-write")]
+    {
+        for k in 1..=flow {
+            let mut case = Case::new(&format!("point{k}"), Workload::PodSet, 1, None).await;
+            let k_text = k.to_string();
+            case.op.respawn_with_args(&[flag, &k_text]);
+            case.op.ready().await;
+            let mark = audit.mark();
+            case.scale(5).await;
+            if flag == "--fault-crash-after-write" {
+                let what = format!("the operator to die after write {k} (log: {})", case.op.log.display());
+                let op = &mut case.op;
+                eventually(&what, Duration::from_secs(30), || {
+                    let exited = op.exited();
+                    async move { exited.map(|_| ()) }
+                })
+                .await;
+                case.op.respawn_with_args(&[]);
+            }
+            let (v, took) = case.verify(&audit, mark, 1, &[5]).await;
+            violations.extend(v.into_iter().map(|v| format!("{fault} write {k}: {v}")));
+            slowest = slowest.max(took);
+            case.cleanup().await;
+        }
+    }
+    report(
+        &format!("PodSet 1→5, a crash after / a lost response of each of its {flow} writes"),
+        2 * flow as usize,
+        &violations,
+        slowest,
+    );
+    assert!(violations.is_empty(), "{violations:#?}");
+}

@@ -110,6 +110,17 @@ impl Operator {
         self.child = launch(&self.scope, &self.policies, &self.kubeconfig, &self.extra, self.port, &self.log);
     }
 
+    /// Starts the process again with other extra flags (a fault-injected run, then a plain one).
+    pub fn respawn_with_args(&mut self, extra: &[&str]) {
+        self.extra = extra.iter().map(|s| s.to_string()).collect();
+        self.respawn();
+    }
+
+    /// Whether the process has exited, and how.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     /// Waits until `/readyz` answers ok.
     pub async fn ready(&self) {
         let what = format!("the operator to serve /readyz (log: {})", self.log.display());

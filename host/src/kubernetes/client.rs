@@ -19,6 +19,7 @@ pub async fn client(
     writes: Family<WriteLabels, Counter>,
     agent: &str,
     fence: super::fence::Fence,
+    #[cfg(feature = "fault-suite")] faults: super::faults::Faults,
 ) -> Result<Client, kube::Error> {
     let mut config = Config::infer().await.map_err(kube::Error::InferConfig)?;
     // Invalid header bytes (from a strange pod name) only cost the attribution.
@@ -28,10 +29,11 @@ pub async fn client(
     // Said once up front: when the server does not answer, the caches' errors follow.
     tracing::info!(server = %config.cluster_url, "Kubernetes API server");
     // The outer layer sees a request first: a fenced write is never counted as sent.
-    Ok(ClientBuilder::try_from(config)?
-        .with_layer(&CountWrites(writes))
-        .with_layer(&super::fence::FenceWrites(fence))
-        .build())
+    let builder = ClientBuilder::try_from(config)?;
+    // Fault-suite builds: faults next to the wire, so a lost response was still counted as sent.
+    #[cfg(feature = "fault-suite")]
+    let builder = builder.with_layer(&super::faults::InjectFaults::new(faults));
+    Ok(builder.with_layer(&CountWrites(writes)).with_layer(&super::fence::FenceWrites(fence)).build())
 }
 
 #[derive(Clone)]

@@ -8,6 +8,8 @@ pub mod access;
 pub mod cache;
 pub mod client;
 pub mod events;
+#[cfg(feature = "fault-suite")]
+pub mod faults;
 pub mod fence;
 pub mod leader;
 pub mod object;
