@@ -715,6 +715,15 @@ async fn a_crash_after_every_write_of_the_podset_flow_changes_nothing_in_the_end
                 case.op.respawn_with_args(&[]);
             }
             let (v, took) = case.verify(&audit, mark, 1, &[5]).await;
+            if flag == "--fault-lose-response-of-write" {
+                let log = std::fs::read_to_string(&case.op.log).unwrap_or_default();
+                let lost = format!("the response of write {k} was lost");
+                assert!(
+                    log.contains(&lost),
+                    "write {k}'s response was not lost: the flow wrote less (log: {})",
+                    case.op.log.display()
+                );
+            }
             violations.extend(v.into_iter().map(|v| format!("{fault} write {k}: {v}")));
             slowest = slowest.max(took);
             case.cleanup().await;
