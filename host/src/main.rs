@@ -677,14 +677,14 @@ fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
         PolicyCommand::SignBlob { module, key, output } => {
             let key = read_private_key(&key)?;
             let bytes = std::fs::read(&module).with_context(|| format!("reading {}", module.display()))?;
-            let output = output.unwrap_or_else(|| sig_path(&module));
+            let output = output.unwrap_or_else(|| podset_host::sources::file::signature_path(&module));
             let sig = signature::encode_signature(&key.sign(&bytes)?);
             std::fs::write(&output, format!("{sig}\n")).with_context(|| format!("writing {}", output.display()))?;
             println!("{}: signed {} ({})", output.display(), module.display(), sandbox::Digest::of(&bytes));
         }
         PolicyCommand::VerifyBlob { module, keys, signature: sig } => {
             let bytes = std::fs::read(&module).with_context(|| format!("reading {}", module.display()))?;
-            let sig = sig.unwrap_or_else(|| sig_path(&module));
+            let sig = sig.unwrap_or_else(|| podset_host::sources::file::signature_path(&module));
             let text = std::fs::read(&sig).with_context(|| format!("reading {}", sig.display()))?;
             let trust = signature::Trust { keys, required: true };
             match trust.verify_blob(&bytes, Some(&text), &sig.display().to_string()) {
@@ -703,13 +703,6 @@ fn policy_command(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `MODULE.sig`: where a module file's detached signature lives.
-fn sig_path(module: &std::path::Path) -> PathBuf {
-    let mut name = module.as_os_str().to_owned();
-    name.push(".sig");
-    PathBuf::from(name)
 }
 
 fn read_private_key(path: &std::path::Path) -> anyhow::Result<signature::PrivateKey> {

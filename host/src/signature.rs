@@ -249,12 +249,6 @@ pub struct Verified {
 }
 
 impl Trust {
-    /// Whether signatures are checked at all: required, or keys given (then a
-    /// signature that is present must verify).
-    pub fn active(&self) -> bool {
-        self.required || !self.keys.is_empty()
-    }
-
     /// The trusted keys, read now.
     pub fn public_keys(&self) -> Result<Vec<PublicKey>, Error> {
         let mut out = Vec::new();

@@ -65,12 +65,24 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        if !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        if is_write(req.method()) {
             let labels = WriteLabels { verb: req.method().to_string(), resource: resource_of(req.uri().path()) };
             self.writes.get_or_create(&labels).inc();
         }
         self.inner.call(req)
     }
+}
+
+/// A request that asks the API server to change something (anything but GET, HEAD, OPTIONS).
+pub fn is_write(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// A write about the operator's own standing rather than the objects it reconciles: its
+/// Lease (renewal, release), and access reviews (POSTed, but they change nothing).
+pub fn is_bookkeeping(path: &str) -> bool {
+    let lease = path.starts_with("/apis/coordination.k8s.io/") && path.split('/').any(|s| s == "leases");
+    lease || path.starts_with("/apis/authorization.k8s.io/")
 }
 
 /// `/api/v1/namespaces/ns/pods/x` → `pods`; `/apis/g/v/namespaces/ns/podsets/x/status`

@@ -11,8 +11,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use http::{Method, Request};
+use http::Request;
 use tower::{BoxError, Layer, Service};
+
+use super::client::{is_bookkeeping, is_write};
 
 /// Where the faults land.
 #[derive(Clone, Debug, Default)]
@@ -72,10 +74,7 @@ where
         // Writes to objects: not the Lease, access reviews, or Events (published from a queue,
         // in an order of their own: counting them would move the crash points run to run).
         let path = req.uri().path();
-        let write = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
-            && !["/apis/coordination.k8s.io/", "/apis/authorization.k8s.io/", "/apis/events.k8s.io/"]
-                .iter()
-                .any(|p| path.starts_with(p));
+        let write = is_write(req.method()) && !is_bookkeeping(path) && !path.starts_with("/apis/events.k8s.io/");
         let call = self.inner.call(req);
         if !write {
             return Box::pin(async move { call.await.map_err(Into::into) });
@@ -99,6 +98,8 @@ where
 
 #[cfg(test)]
 mod tests {
+    use http::Method;
+
     use super::*;
 
     type Inner = tower::util::ServiceFn<fn(Request<()>) -> std::future::Ready<Result<u16, BoxError>>>;

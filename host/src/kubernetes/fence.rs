@@ -20,10 +20,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
-use http::{Method, Request};
+use http::Request;
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use tower::{BoxError, Layer, Service};
+
+use super::client::{is_bookkeeping, is_write};
 
 /// Until when this replica may write: always (no election), never (a standby), or
 /// until a deadline (the leader).
@@ -108,8 +110,8 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let write = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-        if write && !exempt(req.uri().path()) && !self.fence.allows(SystemTime::now()) {
+        let fenced = is_write(req.method()) && !is_bookkeeping(req.uri().path());
+        if fenced && !self.fence.allows(SystemTime::now()) {
             self.fence.refused.inc();
             return Box::pin(std::future::ready(Err(Box::new(Fenced) as BoxError)));
         }
@@ -118,17 +120,11 @@ where
     }
 }
 
-/// Writes that pass a shut fence: the Lease (`/apis/coordination.k8s.io/…/leases…`: how a
-/// leader renews or gives it up), and reviews that are POSTed but change nothing
-/// (`authorization.k8s.io`: the access checks a standby makes when a policy loads).
-fn exempt(path: &str) -> bool {
-    let lease = path.starts_with("/apis/coordination.k8s.io/") && path.split('/').any(|s| s == "leases");
-    lease || path.starts_with("/apis/authorization.k8s.io/")
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use http::Method;
 
     use super::*;
 
