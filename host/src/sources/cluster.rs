@@ -451,15 +451,7 @@ async fn from_registry(
     }
     status.resolved_digest = Some(fetched.pulled.manifest_digest.clone());
     // A tag that moved since it was resolved: reported, never loaded.
-    if fetched.from_cache.is_none()
-        && let Ok(named) = crate::oci::parse_reference(reference)
-        && named.digest().is_none()
-        && let Ok(session) = ctx.oci.session(&named, &credentials, &ca)
-        && let Ok(now) = session.resolve(&named).await
-        && Some(&now) != status.resolved_digest.as_ref()
-    {
-        status.tag_digest = Some(now);
-    }
+    status.tag_digest = fetched.tag_now.clone().filter(|now| Some(now) != status.resolved_digest.as_ref());
     Ok((Ok((fetched.pulled.module.clone(), fetched)), status))
 }
 

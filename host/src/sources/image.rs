@@ -19,6 +19,8 @@ pub struct Fetched {
     pub from_cache: Option<oci::Error>,
     /// The key that verified its signature, when signatures are required.
     pub signed_by: Option<String>,
+    /// What the reference's tag names now (none for a digest reference, or from the cache).
+    pub tag_now: Option<String>,
 }
 
 /// Where and how to pull.
@@ -38,7 +40,7 @@ pub async fn fetch(ctx: &Context, request: &Request<'_>) -> Result<Fetched, oci:
     let named = oci::parse_reference(request.reference)?;
     let r = match request.resolved {
         Some(d) => named.clone_with_digest(d.to_string()),
-        None => named,
+        None => named.clone(),
     };
     let session = ctx.oci.session(&r, request.credentials, request.ca)?;
     let cap = ctx.engine.limits().module_bytes;
@@ -57,7 +59,14 @@ pub async fn fetch(ctx: &Context, request: &Request<'_>) -> Result<Fetched, oci:
         Vec::new()
     };
     let signed_by = verify(ctx, &pulled, &signatures)?;
-    Ok(Fetched { pulled, signatures, from_cache: None, signed_by })
+    // A tag pulled by the digest it once resolved to: where it points now (a failure to
+    // ask only leaves it unknown). Just resolved, it points to what was pulled.
+    let tag_now = match (named.digest(), request.resolved) {
+        (Some(_), _) => None,
+        (None, Some(_)) => session.resolve(&named).await.ok(),
+        (None, None) => Some(pulled.manifest_digest.clone()),
+    };
+    Ok(Fetched { pulled, signatures, from_cache: None, signed_by, tag_now })
 }
 
 /// The cached module for the reference, when the registry is unreachable.
@@ -68,7 +77,7 @@ fn recall(ctx: &Context, request: &Request<'_>, unreachable: oci::Error) -> Resu
         return Err(unreachable);
     }
     let signed_by = verify(ctx, &pulled, &signatures)?;
-    Ok(Fetched { pulled, signatures, from_cache: Some(unreachable), signed_by })
+    Ok(Fetched { pulled, signatures, from_cache: Some(unreachable), signed_by, tag_now: None })
 }
 
 fn verify(ctx: &Context, pulled: &Pulled, signatures: &[Signature]) -> Result<Option<String>, oci::Error> {
