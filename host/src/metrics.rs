@@ -120,7 +120,7 @@ impl Default for Metrics {
         registry.register("api_writes", "Write requests sent to the Kubernetes API", m.api_writes.clone());
         registry.register(
             "writes_fenced",
-            "Write requests not sent because this replica's lease deadline had passed (or it did not lead)",
+            "Write requests not sent, or abandoned unanswered, because this replica's lease deadline had passed (or it did not lead)",
             m.writes_fenced.clone(),
         );
         registry.register(

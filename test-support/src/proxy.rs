@@ -1,16 +1,18 @@
-//! A TCP proxy a test can cut and restore: a network partition between the operator
-//! and the API server, on loopback.
+//! A TCP proxy a test can cut and restore (a network partition between the operator
+//! and the API server, on loopback), or hold: it stops forwarding, keeps what it
+//! received, and delivers it when released, as a congested or paused path does.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::io::copy_bidirectional;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 pub struct Proxy {
     pub addr: SocketAddr,
     cut: Arc<watch::Sender<bool>>,
+    held: Arc<watch::Sender<bool>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -22,6 +24,8 @@ impl Proxy {
         let (tx, _) = watch::channel(false);
         let cut = Arc::new(tx);
         let state = cut.clone();
+        let held = Arc::new(watch::channel(false).0);
+        let holding = held.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 // Refused while cut: the connection is dropped at once.
@@ -29,17 +33,19 @@ impl Proxy {
                     continue;
                 }
                 let mut cut = state.subscribe();
+                let (up, down) = (holding.subscribe(), holding.subscribe());
                 tokio::spawn(async move {
-                    let Ok(mut server) = TcpStream::connect(upstream).await else { return };
-                    let mut client = client;
+                    let Ok(server) = TcpStream::connect(upstream).await else { return };
+                    let (client_r, client_w) = client.into_split();
+                    let (server_r, server_w) = server.into_split();
                     tokio::select! {
-                        _ = copy_bidirectional(&mut client, &mut server) => {}
+                        _ = async { tokio::join!(pump(client_r, server_w, up), pump(server_r, client_w, down)) } => {}
                         _ = cut.wait_for(|c| *c) => {}
                     }
                 });
             }
         });
-        Proxy { addr, cut, task }
+        Proxy { addr, cut, held, task }
     }
 
     /// Drops every connection and refuses new ones.
@@ -50,6 +56,33 @@ impl Proxy {
     pub fn restore(&self) {
         self.cut.send_replace(false);
     }
+
+    /// Stops forwarding: what arrives waits in the proxy (and, past its buffer, in the
+    /// senders' sockets) until [`Proxy::release`].
+    pub fn hold(&self) {
+        self.held.send_replace(true);
+    }
+
+    pub fn release(&self) {
+        self.held.send_replace(false);
+    }
+}
+
+/// Copies `from` to `to`, waiting while held before each write; ends at EOF or an error
+/// (closing `to`'s write side, as the sender closed).
+async fn pump(mut from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin, mut held: watch::Receiver<bool>) {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if held.wait_for(|h| !*h).await.is_err() || to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = held.wait_for(|h| !*h).await;
+    let _ = to.shutdown().await;
 }
 
 impl Drop for Proxy {

@@ -9,16 +9,24 @@
 //! whatever its tasks had in flight. Writes to Leases pass (they are how a leader renews
 //! or gives its Lease up), and so do access reviews (POSTed, but they change nothing).
 //!
+//! A write still unanswered when the deadline passes is abandoned then: the reconcile
+//! fails with [`Abandoned`] instead of waiting on a path that may never answer, and
+//! goes no further. Its request may still be applied: it left before the deadline.
+//!
 //! The bound: a write can reach the API server after the deadline only if it was
 //! handed to the connection before it, so its lateness is what the network adds to a
 //! request already sent. The margin (half the lease's grace, 2.5 s by default) is kept
-//! between the deadline and the earliest moment a standby may take over.
+//! between the deadline and the earliest moment a standby may take over. A path that
+//! holds what it was given (a buffering middlebox, TCP retransmitting after a
+//! partition heals) can exceed the margin; no client-side check can stop that, only
+//! the API server's preconditions (`resourceVersion` on the parent's writes, the UID
+//! on deletes). Creates carry none: that is the one write such a path can duplicate.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use http::Request;
 use parking_lot::Mutex;
@@ -47,6 +55,11 @@ enum State {
 #[error("write fenced: this replica's lease deadline has passed (or it does not lead); the request was not sent")]
 pub struct Fenced;
 
+/// A write sent before the deadline and still unanswered at it.
+#[derive(Debug, thiserror::Error)]
+#[error("write abandoned at this replica's lease deadline: sent before it, unanswered at it; it may have been applied")]
+pub struct Abandoned;
+
 impl Fence {
     /// A fence that never refuses: a single replica without election.
     pub fn open(refused: Counter) -> Self {
@@ -72,6 +85,15 @@ impl Fence {
             State::Open => true,
             State::Until(deadline) => now < deadline,
             State::Shut => false,
+        }
+    }
+
+    /// How long a write in flight may still wait at `now`: `None` without a deadline.
+    fn left(&self, now: SystemTime) -> Option<Duration> {
+        match *self.state.lock() {
+            State::Open => None,
+            State::Until(deadline) => Some(deadline.duration_since(now).unwrap_or(Duration::ZERO)),
+            State::Shut => Some(Duration::ZERO),
         }
     }
 }
@@ -116,7 +138,26 @@ where
             return Box::pin(std::future::ready(Err(Box::new(Fenced) as BoxError)));
         }
         let call = self.inner.call(req);
-        Box::pin(async move { call.await.map_err(Into::into) })
+        if !fenced {
+            return Box::pin(async move { call.await.map_err(Into::into) });
+        }
+        let fence = self.fence.clone();
+        Box::pin(async move {
+            tokio::pin!(call);
+            // The deadline moves with each renewal: re-read when the one waited for passes.
+            while let Some(left) = fence.left(SystemTime::now()) {
+                if left.is_zero() {
+                    fence.refused.inc();
+                    return Err(Box::new(Abandoned) as BoxError);
+                }
+                tokio::select! {
+                    biased;
+                    answered = &mut call => return answered.map_err(Into::into),
+                    () = tokio::time::sleep(left) => {}
+                }
+            }
+            call.await.map_err(Into::into)
+        })
     }
 }
 
@@ -166,6 +207,40 @@ mod tests {
         fence.until(None);
         assert!(send(&mut svc, Method::POST, pods).await.is_err());
         assert_eq!(refused.get(), 3);
+    }
+
+    /// A write answered after `delay`.
+    fn slow(fence: &Fence, delay: Duration) -> impl Service<Request<()>, Response = u16, Error = BoxError> {
+        FenceWrites(fence.clone()).layer(tower::service_fn(move |_: Request<()>| async move {
+            tokio::time::sleep(delay).await;
+            Ok::<u16, BoxError>(200)
+        }))
+    }
+
+    // Real time, not tokio's paused clock: the deadline is on the wall clock.
+    #[tokio::test]
+    async fn a_write_unanswered_at_the_deadline_is_abandoned_unless_the_lease_was_renewed() {
+        let ms = Duration::from_millis;
+        let refused = Counter::default();
+        let fence = Fence::shut(refused.clone());
+        let pods = "/api/v1/namespaces/a/pods";
+        fence.until(Some(SystemTime::now() + ms(200)));
+        let err = slow(&fence, ms(60_000)).call(request(Method::POST, pods)).await.expect_err("abandoned");
+        assert!(err.downcast_ref::<Abandoned>().is_some(), "{err}");
+        assert_eq!(refused.get(), 1);
+
+        // Renewed while the write waits: it is answered.
+        fence.until(Some(SystemTime::now() + ms(200)));
+        let renew = async {
+            tokio::time::sleep(ms(100)).await;
+            fence.until(Some(SystemTime::now() + ms(60_000)));
+        };
+        let (answer, ()) = tokio::join!(slow(&fence, ms(400)).call(request(Method::PATCH, pods)), renew);
+        assert_eq!(answer.expect("answered within the renewed deadline"), 200);
+        // Reads wait as long as they take, even on a shut fence.
+        fence.until(None);
+        assert_eq!(slow(&fence, ms(400)).call(request(Method::GET, pods)).await.expect("a read"), 200);
+        assert_eq!(refused.get(), 1);
     }
 
     #[test]
