@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help run test image policy policy-crate fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
+.PHONY: help run test fuzz-cluster image policy policy-crate fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -25,6 +25,9 @@ policy-crate: ## Build one policy crate elsewhere: make policy-crate CRATE=path/
 
 fixtures: ## Build the default policy and the hostile test policies
 	@hack/policy.sh --fixtures
+
+fuzz-cluster: ## Run SEQUENCE_SEEDS (30) new random sequences of spec changes; FAULT_SEED=N replays one
+	@hack/fuzz-cluster.sh
 
 bench: ## Benchmark the policy sandbox and the operator; prints tables
 	@hack/bench.sh
