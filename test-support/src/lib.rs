@@ -16,6 +16,7 @@ pub mod policies;
 pub mod poll;
 pub mod proxy;
 pub mod registry;
+pub mod watch_proxy;
 
 pub use cluster::*;
 pub use nodes::*;
