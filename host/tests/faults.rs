@@ -735,7 +735,13 @@ async fn crash_points(workload: Workload, to: i32, reach: Reach) {
                     unreached.push(format!("{fault} write {k}"));
                 }
             }
-            let (v, took) = case.verify(&audit, mark, 1, &[to]).await;
+            let (mut v, took) = case.verify(&audit, mark, 1, &[to]).await;
+            if workload == Workload::Memcached {
+                let mc = memcacheds(&case.client, &case.ns).get(NAME).await.expect("the Memcached");
+                if !mc.finalizers().iter().any(|f| f == "cache.example.com/finalizer") {
+                    v.push(format!("the finalizer was lost: {:?}", mc.finalizers()));
+                }
+            }
             if flag == "--fault-lose-response-of-write" {
                 let log = std::fs::read_to_string(&case.op.log).unwrap_or_default();
                 if !log.contains(&format!("the response of write {k} was lost")) {
@@ -772,4 +778,120 @@ async fn exits_within(op: &mut common::Operator, limit: Duration) -> bool {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     false
+}
+
+/// The Netperf flow, a whole test on the real node (server pod, status, client pod,
+/// status, the result, both pods deleted), with the operator dying right after its k-th
+/// write, or losing the k-th write's response, for every k. After each, a plain
+/// operator must finish the test from the status as an uninterrupted run does: Done
+/// with a speed, one server and one client pod ever created, none left.
+#[tokio::test]
+async fn a_crash_after_every_write_of_the_netperf_flow_changes_nothing_in_the_end() {
+    use guest_netperf::types::{Netperf, NetperfSpec, Phase};
+    let client = common::client().await;
+    common::require_real_node(&client).await;
+    let audit = AuditLog::open();
+    let netperf = policy_dir().join("netperf.wasm");
+    let spec = NetperfSpec { server_node: None, client_node: None, duration: 1 };
+
+    // One run: returns the operator's object writes and the violations.
+    let run = |name: String, fault: Option<(&'static str, u64)>| {
+        let (client, audit, netperf, spec) = (client.clone(), &audit, netperf.clone(), spec.clone());
+        async move {
+            let ns = common::namespace(&client, &name).await;
+            let k_text = fault.map(|(_, k)| k.to_string()).unwrap_or_default();
+            let args: Vec<&str> = fault.map(|(flag, _)| vec![flag, k_text.as_str()]).unwrap_or_default();
+            let mut op = common::Operator::spawn_with_args(&ns, &[&netperf], &common::kubeconfig_path(), &args);
+            op.ready().await;
+            let netperfs: Api<Netperf> = Api::namespaced(client.clone(), &ns);
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+            let mark = audit.mark();
+            let started = Instant::now();
+            netperfs.create(&PostParams::default(), &Netperf::new("np", spec)).await.expect("create the Netperf");
+            let mut reached = true;
+            if let Some(("--fault-crash-after-write", _)) = fault {
+                reached = exits_within(&mut op, Duration::from_secs(60)).await;
+                if reached {
+                    op.respawn_with_args(&[]);
+                }
+            }
+            let mut violations = Vec::new();
+            let done = eventually_or(CONVERGE, || async {
+                let np = netperfs.get("np").await.ok()?;
+                let finished = np.status.as_ref().is_some_and(|s| s.status.finished());
+                let left = pods.list(&ListParams::default()).await.ok()?.items.len();
+                (finished && left == 0).then_some(np)
+            })
+            .await;
+            match done.and_then(|np| np.status) {
+                Some(st) if st.status == Phase::Done && st.speed_bits_per_sec.is_some_and(|s| s > 0) => {}
+                Some(st) => violations.push(format!("finished {:?}: {:?}", st.status, st.message)),
+                None => violations.push(format!("not finished with its pods deleted in {CONVERGE:?}")),
+            }
+            let took = started.elapsed();
+            let entries = audit.since(mark);
+            let creates = entries
+                .iter()
+                .filter(|e| {
+                    e.succeeded() && e.verb == "create" && e.is("pods", &ns) && e.user_agent.starts_with("podset-host/")
+                })
+                .count();
+            if creates != 2 {
+                violations.push(format!("{creates} pods created, one server and one client expected (audit log)"));
+            }
+            if let Some(("--fault-lose-response-of-write", k)) = fault {
+                let log = std::fs::read_to_string(&op.log).unwrap_or_default();
+                reached = log.contains(&format!("the response of write {k} was lost"));
+            }
+            let writes = object_writes(&op.metrics().await);
+            drop(op);
+            common::delete_namespace(&client, &ns).await;
+            (writes, violations, reached, took)
+        }
+    };
+
+    let (flow, v, _, _) = run("np-points".into(), None).await;
+    assert!(v.is_empty(), "uninterrupted run: {v:?}");
+    assert!(flow >= 4, "the flow creates two pods and writes a status at least twice: counted {flow}");
+    let mut violations = Vec::new();
+    let mut unreached = Vec::new();
+    let mut slowest = Duration::ZERO;
+    for (fault, flag) in
+        [("crash after", "--fault-crash-after-write"), ("lost response of", "--fault-lose-response-of-write")]
+    {
+        for k in 1..=flow {
+            let (_, v, reached, took) = run(format!("np-point{k}"), Some((flag, k))).await;
+            violations.extend(v.into_iter().map(|v| format!("{fault} write {k}: {v}")));
+            if !reached {
+                unreached.push(format!("{fault} write {k}"));
+            }
+            slowest = slowest.max(took);
+        }
+    }
+    let runs = 2 * flow as usize;
+    report(
+        &format!("Netperf, a crash after / a lost response of each of its {flow} writes"),
+        runs,
+        &violations,
+        slowest,
+    );
+    println!("    Netperf: {} of {runs} fault points reached; not reached: {unreached:?}", runs - unreached.len());
+    assert!(violations.is_empty(), "{violations:#?}");
+    assert!(unreached.is_empty(), "Netperf: fault points not reached: {unreached:?}");
+}
+
+/// Polls `check` until it gives `Some`, or `limit` passes (then `None`).
+async fn eventually_or<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if let Some(t) = check().await {
+            return Some(t);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
 }
