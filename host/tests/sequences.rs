@@ -1,7 +1,7 @@
-//! Acto-style sequences (SOSP '23): a seeded random run of spec changes to PodSets and a
-//! Memcached, with policy swaps, deletions and recreations under the same name in
-//! between, applied while the operator reconciles. After each sequence, the state of
-//! every parent must equal what its last spec gives a fresh parent.
+//! Acto-style sequences (SOSP '23): a seeded random run of spec changes to PodSets, a
+//! Memcached and a Netperf, with policy swaps, deletions and recreations under the same
+//! name in between, applied while the operator reconciles. After each sequence, the
+//! state of every parent must equal what its last spec gives a fresh parent.
 //!
 //! `make test` runs the fixed seeds below. `FAULT_SEED=N` replays one seed (the same
 //! steps; the operator's interleaving with them is the cluster's), `SEQUENCE_SEEDS=N`
@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::{Env, eventually, policy_dir};
+use guest_netperf::types::{Netperf, NetperfSpec, Phase};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use kube::ResourceExt;
@@ -32,6 +33,9 @@ const PODSETS: [&str; 2] = ["a", "b"];
 /// their Deployments compare with the name replaced.
 const MEMCACHED: &str = "mc-seq";
 const FRESH_MEMCACHED: &str = "mc-fresh";
+/// The Netperf of the sequence (a real measurement on the real node), and the fresh one.
+const NETPERF: &str = "np-seq";
+const FRESH_NETPERF: &str = "np-fresh";
 /// ReconcilePolicies a PodSet may name: the default module as published by a team, and a
 /// build of it with another digest (a custom section), so that a swap changes who decides.
 const POLICIES: [&str; 2] = ["alpha", "beta"];
@@ -45,6 +49,8 @@ enum Step {
     Recreate { podset: usize },
     Size { size: i32 },
     RecreateMemcached,
+    NetperfDuration { duration: i32 },
+    RecreateNetperf,
     Pause { ms: u64 },
 }
 
@@ -55,13 +61,15 @@ fn steps(seed: u64) -> Vec<Step> {
     (0..STEPS)
         .map(|_| {
             let podset = pick(PODSETS.len() as u64) as usize;
-            match pick(10) {
+            match pick(12) {
                 0..=2 => Step::Replicas { podset, replicas: 1 + pick(4) as i32 },
                 3 => Step::Template { podset, variant: pick(3) as u8 },
                 4 => Step::Policy { podset, policy: [None, Some(0), Some(1)][pick(3) as usize] },
                 5 => Step::Recreate { podset },
                 6 => Step::Size { size: 1 + pick(3) as i32 },
                 7 => Step::RecreateMemcached,
+                8 => Step::NetperfDuration { duration: 1 + pick(3) as i32 },
+                9 => Step::RecreateNetperf,
                 _ => Step::Pause { ms: pick(1500) },
             }
         })
@@ -93,6 +101,7 @@ struct Model {
     /// ReplicaSet, does not replace pods on a template change.
     variants: Vec<BTreeSet<u8>>,
     size: i32,
+    netperf: NetperfSpec,
 }
 
 fn template(variant: u8) -> k8s_openapi::api::core::v1::PodTemplateSpec {
@@ -127,6 +136,7 @@ fn memcached(name: &str, size: i32) -> DynamicObject {
 struct Run {
     env: Env,
     memcacheds: Api<DynamicObject>,
+    netperfs: Api<Netperf>,
     deployments: Api<Deployment>,
     digests: Digests,
 }
@@ -187,6 +197,16 @@ impl Run {
                     .await
                     .expect("recreate");
             }
+            Step::NetperfDuration { duration } => {
+                model.netperf.duration = duration;
+                let patch = Patch::Merge(json!({ "spec": { "duration": duration } }));
+                self.netperfs.patch(NETPERF, &PatchParams::default(), &patch).await.expect("patch Netperf");
+            }
+            Step::RecreateNetperf => {
+                delete_and_wait(&self.netperfs, NETPERF).await;
+                let np = Netperf::new(NETPERF, model.netperf.clone());
+                self.netperfs.create(&PostParams::default(), &np).await.expect("recreate Netperf");
+            }
             Step::Pause { ms } => tokio::time::sleep(Duration::from_millis(ms)).await,
         }
     }
@@ -217,6 +237,19 @@ impl Run {
                 && ps.spec.replicas == spec.replicas
                 && ps.spec.policy_ref == spec.policy_ref;
             settled.then_some((ps, active))
+        })
+        .await
+    }
+
+    /// Netperf `name` once finished with its pods gone: its phase and whether it measured a speed.
+    async fn netperf_finished(&self, name: &str, duration: i32) -> (Phase, bool) {
+        eventually(&format!("Netperf {name} to finish"), T, || async {
+            let np = self.netperfs.get(name).await.ok()?;
+            let st = np.status.as_ref()?;
+            let selector = format!("app.kubernetes.io/instance={name}");
+            let left = self.env.pods.list(&ListParams::default().labels(&selector)).await.ok()?.items.len();
+            (st.status.finished() && left == 0 && np.spec.duration == duration)
+                .then(|| (st.status, st.speed_bits_per_sec.is_some_and(|s| s > 0)))
         })
         .await
     }
@@ -267,7 +300,12 @@ async fn sequence(seed: u64) -> (Vec<Step>, Vec<String>, Duration) {
     let env = Env::with_args(
         &format!("seq-{:x}", seed & 0xffff),
         &dir.join("podset.wasm"),
-        &["--policy", &dir.join("memcached.wasm").to_string_lossy()],
+        &[
+            "--policy",
+            &dir.join("memcached.wasm").to_string_lossy(),
+            "--policy",
+            &dir.join("netperf.wasm").to_string_lossy(),
+        ],
     )
     .await;
     let podset_module = common::read_policy("podset.wasm");
@@ -278,6 +316,7 @@ async fn sequence(seed: u64) -> (Vec<Step>, Vec<String>, Duration) {
     common::policy_loaded(&env.client, &env.ns, "beta", &env.op).await;
     let run = Run {
         memcacheds: memcacheds(&env.client, &env.ns),
+        netperfs: Api::namespaced(env.client.clone(), &env.ns),
         deployments: Api::namespaced(env.client.clone(), &env.ns),
         digests: Digests { default: Digest::of(&podset_module).to_string(), beta: Digest::of(&beta).to_string() },
         env,
@@ -286,11 +325,14 @@ async fn sequence(seed: u64) -> (Vec<Step>, Vec<String>, Duration) {
         podsets: vec![PodSetSpec { replicas: 2, template: Some(template(0)), policy_ref: None }; PODSETS.len()],
         variants: vec![BTreeSet::from([0]); PODSETS.len()],
         size: 1,
+        netperf: NetperfSpec { server_node: None, client_node: None, duration: 1 },
     };
     for (name, spec) in PODSETS.iter().zip(&model.podsets) {
         run.env.podsets.create(&PostParams::default(), &PodSet::new(name, spec.clone())).await.expect("create PodSet");
     }
     run.memcacheds.create(&PostParams::default(), &memcached(MEMCACHED, model.size)).await.expect("create Memcached");
+    let np = Netperf::new(NETPERF, model.netperf.clone());
+    run.netperfs.create(&PostParams::default(), &np).await.expect("create Netperf");
 
     let started = Instant::now();
     for step in &steps {
@@ -329,6 +371,13 @@ async fn sequence(seed: u64) -> (Vec<Step>, Vec<String>, Duration) {
     if deployment != fresh_deployment {
         diffs.push(format!("Memcached: its Deployment's template {deployment}, a fresh one's {fresh_deployment}"));
     }
+    let netperf = run.netperf_finished(NETPERF, model.netperf.duration).await;
+    let fresh = Netperf::new(FRESH_NETPERF, model.netperf.clone());
+    run.netperfs.create(&PostParams::default(), &fresh).await.expect("fresh Netperf");
+    let fresh_netperf = run.netperf_finished(FRESH_NETPERF, model.netperf.duration).await;
+    if netperf != fresh_netperf || netperf != (Phase::Done, true) {
+        diffs.push(format!("Netperf: finished {netperf:?} (phase, measured), a fresh one {fresh_netperf:?}"));
+    }
     // Nothing left of what was deleted: every pod belongs to a parent that exists now.
     diffs.extend(orphans(&run).await);
     let took = started.elapsed();
@@ -336,13 +385,15 @@ async fn sequence(seed: u64) -> (Vec<Step>, Vec<String>, Duration) {
     (steps, diffs, took)
 }
 
-/// Active pods whose owner is no current PodSet or ReplicaSet.
+/// Active pods whose owner is no current PodSet, ReplicaSet or Netperf.
 async fn orphans(run: &Run) -> Vec<String> {
     let owners: BTreeSet<String> = {
         let podsets = run.env.podsets.list(&ListParams::default()).await.expect("PodSets").items;
         let rs: Api<k8s_openapi::api::apps::v1::ReplicaSet> = Api::namespaced(run.env.client.clone(), &run.env.ns);
         let sets = rs.list(&ListParams::default()).await.expect("ReplicaSets").items;
-        podsets.iter().filter_map(|p| p.uid()).chain(sets.iter().filter_map(|r| r.uid())).collect()
+        let netperfs = run.netperfs.list(&ListParams::default()).await.expect("Netperfs").items;
+        let uids = podsets.iter().filter_map(|p| p.uid()).chain(sets.iter().filter_map(|r| r.uid()));
+        uids.chain(netperfs.iter().filter_map(|n| n.uid())).collect()
     };
     let pods = run.env.pods.list(&ListParams::default()).await.expect("pods").items;
     pods.iter()
