@@ -10,13 +10,11 @@ hack/deps.sh
 cargo build -p podset-host --features native-podset --tests
 hack/policy.sh
 
-export CLUSTER_DIR="$ROOT/.cluster-fuzz"
-trap 'hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
-hack/cluster.sh down >/dev/null 2>&1 || true
-hack/cluster.sh up || die "the control plane did not start"
-export PATH="$CLUSTER_DIR/bin:$PATH"
-export PODSET_TEST_KUBECONFIG="$CLUSTER_DIR/kubeconfig"
-export PODSET_POLICY_DIR="$ROOT/target/policy"
+test_cluster "$ROOT/.cluster-fuzz"
 export SEQUENCE_SEEDS="${SEQUENCE_SEEDS:-30}"
-log "sequences: ${FAULT_SEED:+FAULT_SEED=$FAULT_SEED}${FAULT_SEED:-$SEQUENCE_SEEDS new seeds}"
+if [ -n "${FAULT_SEED:-}" ]; then
+  log "sequences: replaying FAULT_SEED=$FAULT_SEED"
+else
+  log "sequences: $SEQUENCE_SEEDS new seeds"
+fi
 cargo test -p podset-host --features native-podset --test sequences -- --nocapture

@@ -53,3 +53,17 @@ ensure_deb_src() {
   }
   as_root apt-get update -qq || die "apt-get update failed"
 }
+
+# test_cluster DIR: starts a private control plane in DIR for integration tests (stopped
+# on exit; a caller setting its own EXIT trap must stop it too) and exports what the
+# tests read: its kubeconfig, the policies' directory, its kubectl first on PATH.
+test_cluster() {
+  export CLUSTER_DIR="$1"
+  trap 'hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
+  hack/cluster.sh down >/dev/null 2>&1 || true
+  hack/cluster.sh up || die "the control plane in ${CLUSTER_DIR#"$ROOT"/} did not start; integration tests cannot run"
+  # The tests' kubectl is the cluster's own version.
+  export PATH="$CLUSTER_DIR/bin:$PATH"
+  export PODSET_TEST_KUBECONFIG="$CLUSTER_DIR/kubeconfig"
+  export PODSET_POLICY_DIR="$ROOT/target/policy"
+}

@@ -20,15 +20,7 @@ cargo build -p podset-host --features fault-suite,native-podset --tests
 log "building policies (wasm32)"
 hack/policy.sh --fixtures
 
-export CLUSTER_DIR="$ROOT/.cluster-test"
-trap 'hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
-hack/cluster.sh down >/dev/null 2>&1 || true
-hack/cluster.sh up || die "the test control plane did not start; integration tests cannot run"
-# The tests' kubectl is the cluster's own version.
-export PATH="$CLUSTER_DIR/bin:$PATH"
-
-export PODSET_TEST_KUBECONFIG="$CLUSTER_DIR/kubeconfig"
-export PODSET_POLICY_DIR="$ROOT/target/policy"
+test_cluster "$ROOT/.cluster-test"
 
 results="$(mktemp)"
 trap 'rm -f "$results"; hack/cluster.sh down >/dev/null 2>&1 || true' EXIT

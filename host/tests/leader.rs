@@ -4,7 +4,7 @@
 
 use podset_test_support as common;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use common::{Env, MostActive, Operator, eventually, kubeconfig_path, policy_dir};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -121,22 +121,27 @@ async fn the_standby_writes_nothing_and_takes_over_when_the_leader_is_killed_or_
     env.cleanup().await;
 }
 
-/// A leader paused past its lease (SIGSTOP: a GC pause, a frozen VM) while it was
-/// creating pods, resumed after the standby took over: the write fence refuses what its
-/// tasks still had to send. Checked in the API server's audit log: no write of the old
-/// leader completes after its deadline (its last renewal before the pause + the lease
-/// duration − the margin), and never more pods than asked for.
-#[tokio::test]
-async fn a_leader_paused_past_its_lease_writes_nothing_once_resumed() {
-    use common::audit::{AuditLog, peak_active_pods};
+/// A leader `a` (reaching the API server through `a_kubeconfig` when given) and a
+/// standby `b` in a new namespace, the leader mid-reconcile: a PodSet of 10 created and
+/// its first pod made, so that the next slow-start batch is under way.
+struct MidReconcile {
+    env: Env,
+    standby: Operator,
+    identity: String,
+    audit: common::audit::AuditLog,
+    mark: common::audit::Mark,
+}
+
+async fn mid_reconcile(prefix: &str, a_kubeconfig: Option<&std::path::Path>) -> MidReconcile {
     let client = common::client().await;
     common::require_sim_node(&client).await;
-    let ns = common::namespace(&client, "fenced").await;
-    let a = replica(&ns, "paused-a");
+    let ns = common::namespace(&client, prefix).await;
+    let identity = format!("{prefix}-a");
+    let a = replica_at(&ns, &identity, a_kubeconfig.unwrap_or(&kubeconfig_path()));
     role(&a, "leader").await;
-    let b = replica(&ns, "paused-b");
-    role(&b, "standby").await;
-    let audit = AuditLog::open();
+    let standby = replica(&ns, &format!("{prefix}-b"));
+    role(&standby, "standby").await;
+    let audit = common::audit::AuditLog::open();
     let mark = audit.mark();
     let env = Env {
         podsets: Api::namespaced(client.clone(), &ns),
@@ -145,39 +150,63 @@ async fn a_leader_paused_past_its_lease_writes_nothing_once_resumed() {
         ns,
         op: a,
     };
-
-    // Paused mid-reconcile: right after the PodSet appears, while its pods are being created.
     env.create("web", 10).await;
     first_pod(&env).await;
-    let pid = env.op.pid().to_string();
-    let stopped = std::time::SystemTime::now();
+    MidReconcile { env, standby, identity, audit, mark }
+}
+
+impl MidReconcile {
+    /// Once the standby has converged the PodSet, the audit log's verdict on the old
+    /// leader faulted at `fault` and given its path back at `back`: it wrote before the
+    /// fault, nothing after its deadline bound (its last renewal was before the fault:
+    /// the lease duration − the margin, half the 2 s grace, after it), nothing after
+    /// `back`, and never were more than 10 pods active. Returns its writes, how long
+    /// before the bound the last completed, and the peak.
+    async fn verdict(&self, fault: SystemTime, back: SystemTime) -> (usize, Option<Duration>, usize) {
+        self.env.converged("web", 10).await;
+        // Whatever the old leader still had to send, it has tried by now (it exits on seeing the Lease lost).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let entries = self.audit.since(self.mark);
+        let id = &self.identity;
+        let (writes, margin, late) = last_write(&entries, id, fault + LEASE_DURATION - Duration::from_secs(1));
+        assert!(writes > 0, "{id} was faulted mid-reconcile, after its first writes");
+        assert!(late.is_empty(), "writes of {id} completed after its deadline bound:\n{}", late.join("\n"));
+        let (_, after) = writes_after(&entries, id, back);
+        assert!(after.is_empty(), "no write of {id} once its path was back:\n{}", after.join("\n"));
+        let peak = common::audit::peak_active_pods(&entries, &self.env.ns, 0);
+        assert!(peak <= 10, "never more active pods than asked: saw {peak}");
+        (writes, margin, peak)
+    }
+
+    /// How many times the old leader's log says `what`.
+    fn logged(&self, what: &str) -> usize {
+        std::fs::read_to_string(&self.env.op.log).unwrap_or_default().matches(what).count()
+    }
+}
+
+/// A leader paused past its lease (SIGSTOP: a GC pause, a frozen VM) while it was
+/// creating pods, resumed after the standby took over: the write fence refuses what its
+/// tasks still had to send. Checked in the API server's audit log: no write of the old
+/// leader completes after its deadline (its last renewal before the pause + the lease
+/// duration − the margin), and never more pods than asked for.
+#[tokio::test]
+async fn a_leader_paused_past_its_lease_writes_nothing_once_resumed() {
+    let m = mid_reconcile("paused", None).await;
+    let pid = m.env.op.pid().to_string();
+    let stopped = SystemTime::now();
     assert!(std::process::Command::new("kill").args(["-STOP", &pid]).status().expect("kill").success());
-    let took_over = role(&b, "leader").await;
+    let took_over = role(&m.standby, "leader").await;
     // Long enough that the paused leader's deadline is well past.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let resumed = std::time::SystemTime::now();
+    let resumed = SystemTime::now();
     assert!(std::process::Command::new("kill").args(["-CONT", &pid]).status().expect("kill").success());
-    env.converged("web", 10).await;
-    // Whatever the resumed replica still had to send, it has tried by now (it exits on seeing the Lease lost).
-    tokio::time::sleep(Duration::from_secs(3)).await;
-
-    let entries = audit.since(mark);
-    // Its last renewal was before the pause, so its deadline is at most the lease duration
-    // − the margin (half the 2 s grace) after it.
-    let (writes, margin, late) = last_write(&entries, "paused-a", stopped + LEASE_DURATION - Duration::from_secs(1));
-    assert!(writes > 0, "the leader was paused mid-reconcile, after its first writes");
-    assert!(late.is_empty(), "writes of the paused leader completed after its deadline bound:\n{}", late.join("\n"));
-    let (_, after_resume) = writes_after(&entries, "paused-a", resumed);
-    assert!(after_resume.is_empty(), "no write of the old leader after it resumed:\n{}", after_resume.join("\n"));
-    let peak = peak_active_pods(&entries, &env.ns, 0);
-    assert!(peak <= 10, "never more active pods than asked: saw {peak}");
-    let log = std::fs::read_to_string(&env.op.log).unwrap_or_default();
-    let fenced = log.matches("write fenced").count();
+    let (writes, margin, peak) = m.verdict(stopped, resumed).await;
     println!(
         "paused leader: {writes} writes before the pause completed, the last {margin:?} before its bound; standby took \
-         over in {took_over:?}; {fenced} fenced write errors in its log; peak {peak} active pods"
+         over in {took_over:?}; {} fenced write errors in its log; peak {peak} active pods",
+        m.logged("write fenced")
     );
-    env.cleanup().await;
+    m.env.cleanup().await;
 }
 
 /// A leader cut off from the API server while it creates pods: a proxy between them
@@ -188,10 +217,6 @@ async fn a_leader_paused_past_its_lease_writes_nothing_once_resumed() {
 /// and never more pods than asked for.
 #[tokio::test]
 async fn a_leader_cut_off_from_the_api_server_writes_nothing_after_its_deadline() {
-    use common::audit::{AuditLog, peak_active_pods};
-    let client = common::client().await;
-    common::require_sim_node(&client).await;
-    let ns = common::namespace(&client, "cut-off").await;
     let upstream: std::net::SocketAddr = common::api_server_url()
         .trim_start_matches("https://")
         .trim_end_matches('/')
@@ -202,48 +227,22 @@ async fn a_leader_cut_off_from_the_api_server_writes_nothing_after_its_deadline(
     let kubeconfig = dir.path().join("via-proxy.kubeconfig");
     let token = common::cluster_env("APISERVER_TOKEN").expect("the cluster's env names its APISERVER_TOKEN");
     common::write_kubeconfig(&kubeconfig, &format!("https://{}", proxy.addr), &token);
-    let a = replica_at(&ns, "cut-a", &kubeconfig);
-    role(&a, "leader").await;
-    let b = replica(&ns, "cut-b");
-    role(&b, "standby").await;
-    let audit = AuditLog::open();
-    let mark = audit.mark();
-    let env = Env {
-        podsets: Api::namespaced(client.clone(), &ns),
-        pods: Api::namespaced(client.clone(), &ns),
-        client,
-        ns,
-        op: a,
-    };
-
-    env.create("web", 10).await;
-    first_pod(&env).await;
+    let m = mid_reconcile("cut-off", Some(&kubeconfig)).await;
     proxy.hold();
-    let held = std::time::SystemTime::now();
-    let took_over = role(&b, "leader").await;
+    let held = SystemTime::now();
+    let took_over = role(&m.standby, "leader").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let healed = std::time::SystemTime::now();
+    let healed = SystemTime::now();
     proxy.cut();
     proxy.restore();
-    env.converged("web", 10).await;
-    // Whatever the old leader still tries, it has tried by now.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-
-    let entries = audit.since(mark);
-    let (writes, margin, late) = last_write(&entries, "cut-a", held + LEASE_DURATION - Duration::from_secs(1));
-    assert!(writes > 0, "the leader was cut off mid-reconcile, after its first writes");
-    assert!(late.is_empty(), "writes of the cut-off leader completed after its deadline bound:\n{}", late.join("\n"));
-    let (_, after_heal) = writes_after(&entries, "cut-a", healed);
-    assert!(after_heal.is_empty(), "no write of the old leader once the path healed:\n{}", after_heal.join("\n"));
-    let peak = peak_active_pods(&entries, &env.ns, 0);
-    assert!(peak <= 10, "never more active pods than asked: saw {peak}");
-    let log = std::fs::read_to_string(&env.op.log).unwrap_or_default();
-    let (fenced, abandoned) = (log.matches("write fenced").count(), log.matches("write abandoned").count());
+    let (writes, margin, peak) = m.verdict(held, healed).await;
     println!(
         "cut-off leader: {writes} writes completed before the cut, the last {margin:?} before its bound; standby took \
-         over in {took_over:?}; {abandoned} abandoned and {fenced} fenced write errors in its log; peak {peak} active pods"
+         over in {took_over:?}; {} abandoned and {} fenced write errors in its log; peak {peak} active pods",
+        m.logged("write abandoned"),
+        m.logged("write fenced")
     );
-    env.cleanup().await;
+    m.env.cleanup().await;
 }
 
 /// Waits for the first pod of a reconcile: the next slow-start batch is then under way.
@@ -257,11 +256,7 @@ async fn first_pod(env: &Env) {
 
 /// How many writes (not reads) of the replica `identity` the audit log has, and those
 /// completed after `bound`, described.
-fn writes_after(
-    entries: &[common::audit::Entry],
-    identity: &str,
-    bound: std::time::SystemTime,
-) -> (usize, Vec<String>) {
+fn writes_after(entries: &[common::audit::Entry], identity: &str, bound: SystemTime) -> (usize, Vec<String>) {
     let (writes, _, late) = last_write(entries, identity, bound);
     (writes, late)
 }
@@ -270,7 +265,7 @@ fn writes_after(
 fn last_write(
     entries: &[common::audit::Entry],
     identity: &str,
-    bound: std::time::SystemTime,
+    bound: SystemTime,
 ) -> (usize, Option<Duration>, Vec<String>) {
     let agent = format!("({identity})");
     let bound = humantime::format_rfc3339_micros(bound).to_string();
