@@ -33,7 +33,8 @@ impl Proxy {
                     continue;
                 }
                 let mut cut = state.subscribe();
-                let (up, down) = (holding.subscribe(), holding.subscribe());
+                let up = (holding.subscribe(), state.subscribe());
+                let down = (holding.subscribe(), state.subscribe());
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(upstream).await else { return };
                     let (client_r, client_w) = client.into_split();
@@ -58,7 +59,8 @@ impl Proxy {
     }
 
     /// Stops forwarding: what arrives waits in the proxy (and, past its buffer, in the
-    /// senders' sockets) until [`Proxy::release`].
+    /// senders' sockets) until [`Proxy::release`]. Holding outlives [`Proxy::cut`] and
+    /// [`Proxy::restore`]: a path is whole again only once released and restored.
     pub fn hold(&self) {
         self.held.send_replace(true);
     }
@@ -69,20 +71,26 @@ impl Proxy {
 }
 
 /// Copies `from` to `to`, waiting while held before each write; ends at EOF or an error
-/// (closing `to`'s write side, as the sender closed).
-async fn pump(mut from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin, mut held: watch::Receiver<bool>) {
+/// (closing `to`'s write side, as the sender closed). What it holds is dropped if the
+/// proxy is cut meanwhile, even when released at once after: a cut path delivers nothing.
+async fn pump(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    (mut held, cut): (watch::Receiver<bool>, watch::Receiver<bool>),
+) {
     let mut buf = vec![0u8; 64 << 10];
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if held.wait_for(|h| !*h).await.is_err() || to.write_all(&buf[..n]).await.is_err() {
-            break;
+        if held.wait_for(|h| !*h).await.is_err() || *cut.borrow() || to.write_all(&buf[..n]).await.is_err() {
+            return;
         }
     }
-    let _ = held.wait_for(|h| !*h).await;
-    let _ = to.shutdown().await;
+    if held.wait_for(|h| !*h).await.is_ok() && !*cut.borrow() {
+        let _ = to.shutdown().await;
+    }
 }
 
 impl Drop for Proxy {

@@ -128,6 +128,17 @@ struct Seen {
     duration: Option<Duration>,
 }
 
+impl Seen {
+    /// Until when `identity` may act on this Lease, on its own clock: `renewTime +
+    /// duration − margin`, if the Lease as last seen names it.
+    fn deadline(&self, identity: &str, margin: Duration) -> Option<SystemTime> {
+        match (self.holder.as_deref() == Some(identity), self.renewed, self.duration) {
+            (true, Some(renewed), Some(duration)) => Some(renewed + duration.saturating_sub(margin)),
+            _ => None,
+        }
+    }
+}
+
 /// Takes part in the election on `settings.lease`. Returns the [`Leadership`] to gate
 /// writes on. Acting stops at `shutdown`; the Lease is released at `release` (after
 /// the writes in flight have finished, so that two replicas never write at once).
@@ -147,7 +158,7 @@ pub fn start(
     let elected = watch::channel(false);
     tokio::spawn(watch_lease(client.clone(), settings.clone(), seen.clone(), freed.clone(), release.clone()));
     let (released_tx, released_rx) = watch::channel(false);
-    let electing = elect(client, settings.clone(), elected.0, freed, release);
+    let electing = elect(client, settings.clone(), elected.0, freed, release, seen.clone());
     tokio::spawn(async move {
         electing.await;
         let _ = released_tx.send(true);
@@ -188,7 +199,14 @@ async fn watch_lease(client: Client, s: Settings, seen: Arc<Mutex<Seen>>, freed:
 
 /// Runs `kube-lease-manager`, rebuilding it when the Lease is freed so a standby does
 /// not sleep until the old lock would have expired.
-async fn elect(client: Client, s: Settings, elected: watch::Sender<bool>, freed: Arc<Notify>, stop: CancellationToken) {
+async fn elect(
+    client: Client,
+    s: Settings,
+    elected: watch::Sender<bool>,
+    freed: Arc<Notify>,
+    stop: CancellationToken,
+    seen: Arc<Mutex<Seen>>,
+) {
     let mut backoff = Duration::from_millis(500);
     loop {
         let manager = tokio::select! {
@@ -212,11 +230,19 @@ async fn elect(client: Client, s: Settings, elected: watch::Sender<bool>, freed:
             let leading = *elected.borrow();
             tokio::select! {
                 _ = stop.cancelled() => {
-                    // Released, not left to expire: a standby takes over at once.
-                    if let Err(e) = manager.release().await {
-                        warn!(lease = %s.lease, "releasing the lease: {e}");
+                    // Released, not left to expire: a standby takes over at once. Only a
+                    // Lease still ours by our own clock: the manager releases by an
+                    // unconditional patch, judged from its cached state, so a replica cut
+                    // off past its lease would clear the Lease its successor now holds
+                    // (tests/leader.rs, the cut-off leader, once its path heals).
+                    let ours = seen.lock().deadline(&s.identity, s.grace() / 2);
+                    if ours.is_some_and(|d| SystemTime::now() < d) {
+                        match manager.release().await {
+                            Err(e) => warn!(lease = %s.lease, "releasing the lease: {e}"),
+                            Ok(()) => info!(lease = %s.lease, "lease released"),
+                        }
                     } else if leading {
-                        info!(lease = %s.lease, "lease released");
+                        info!(lease = %s.lease, "not releasing the lease: as last seen, it is no longer ours");
                     }
                     let _ = elected.send(false);
                     return;
@@ -274,14 +300,7 @@ async fn decide_acting(
         }
         // The deadline the fence checks each write against, at the moment it is sent; the
         // acting flag follows it here, every tick.
-        let deadline = {
-            let seen = seen.lock();
-            let ours = *elected.borrow() && seen.holder.as_deref() == Some(s.identity.as_str());
-            match (ours, seen.renewed, seen.duration) {
-                (true, Some(renewed), Some(duration)) => Some(renewed + duration.saturating_sub(margin)),
-                _ => None,
-            }
-        };
+        let deadline = seen.lock().deadline(&s.identity, margin).filter(|_| *elected.borrow());
         fence.until(deadline);
         let now = deadline.is_some_and(|d| SystemTime::now() < d);
         let was = *acting.borrow();
