@@ -81,11 +81,7 @@ impl Fence {
 
     /// Whether a write may go out at `now`.
     pub fn allows(&self, now: SystemTime) -> bool {
-        match *self.state.lock() {
-            State::Open => true,
-            State::Until(deadline) => now < deadline,
-            State::Shut => false,
-        }
+        self.left(now).is_none_or(|left| !left.is_zero())
     }
 
     /// How long a write in flight may still wait at `now`: `None` without a deadline.
