@@ -770,14 +770,12 @@ async fn crash_points(workload: Workload, to: i32, reach: Reach) {
 
 /// Whether the operator exits within `limit`.
 async fn exits_within(op: &mut common::Operator, limit: Duration) -> bool {
-    let started = std::time::Instant::now();
-    while started.elapsed() < limit {
-        if op.exited().is_some() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
+    common::within(limit, || {
+        let exited = op.exited();
+        async move { exited.map(|_| ()) }
+    })
+    .await
+    .is_some()
 }
 
 /// The Netperf flow, a whole test on the real node (server pod, status, client pod,
@@ -816,7 +814,7 @@ async fn a_crash_after_every_write_of_the_netperf_flow_changes_nothing_in_the_en
                 }
             }
             let mut violations = Vec::new();
-            let done = eventually_or(CONVERGE, || async {
+            let done = common::within(CONVERGE, || async {
                 let np = netperfs.get("np").await.ok()?;
                 let finished = np.status.as_ref().is_some_and(|s| s.status.finished());
                 let left = pods.list(&ListParams::default()).await.ok()?.items.len();
@@ -878,20 +876,4 @@ async fn a_crash_after_every_write_of_the_netperf_flow_changes_nothing_in_the_en
     println!("    Netperf: {} of {runs} fault points reached; not reached: {unreached:?}", runs - unreached.len());
     assert!(violations.is_empty(), "{violations:#?}");
     assert!(unreached.is_empty(), "Netperf: fault points not reached: {unreached:?}");
-}
-
-/// Polls `check` until it gives `Some`, or `limit` passes (then `None`).
-async fn eventually_or<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let started = Instant::now();
-    while started.elapsed() < limit {
-        if let Some(t) = check().await {
-            return Some(t);
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    None
 }

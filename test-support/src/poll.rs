@@ -5,7 +5,20 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 /// Polls `check` every 100 ms until it returns `Some`, or panics after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    match within(timeout, check).await {
+        Some(v) => v,
+        None => panic!("timed out after {timeout:?} waiting for: {what}"),
+    }
+}
+
+/// As [`eventually`], without the panic: `None` once `timeout` passed, for a test that
+/// counts what did not happen (a fault point a run did not reach) instead of failing.
+pub async fn within<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -13,9 +26,11 @@ where
     let started = Instant::now();
     loop {
         if let Some(v) = check().await {
-            return v;
+            return Some(v);
         }
-        assert!(started.elapsed() < timeout, "timed out after {timeout:?} waiting for: {what}");
+        if started.elapsed() >= timeout {
+            return None;
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
