@@ -828,12 +828,7 @@ async fn a_crash_after_every_write_of_the_netperf_flow_changes_nothing_in_the_en
             }
             let took = started.elapsed();
             let entries = audit.since(mark);
-            let creates = entries
-                .iter()
-                .filter(|e| {
-                    e.succeeded() && e.verb == "create" && e.is("pods", &ns) && e.user_agent.starts_with("podset-host/")
-                })
-                .count();
+            let creates = common::audit::operator_pod_writes(&entries, &ns, "create");
             if creates != 2 {
                 violations.push(format!("{creates} pods created, one server and one client expected (audit log)"));
             }

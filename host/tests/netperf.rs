@@ -8,7 +8,7 @@ use podset_test_support as common;
 
 use std::time::{Duration, Instant};
 
-use common::audit::{AuditLog, Entry};
+use common::audit::{AuditLog, operator_pod_writes};
 use common::{Operator, eventually, kubectl, policy_dir, workspace};
 use guest_netperf::types::{Netperf, NetperfSpec, Phase};
 use k8s_openapi::api::core::v1::Pod;
@@ -39,14 +39,6 @@ async fn pods_of(pods: &Api<Pod>, name: &str) -> Vec<String> {
     let selector = format!("app.kubernetes.io/name=netperf,app.kubernetes.io/instance={name}");
     let list = pods.list(&ListParams::default().labels(&selector)).await.map(|l| l.items).unwrap_or_default();
     list.into_iter().filter_map(|p| p.metadata.name).collect()
-}
-
-/// Pods the operator created in `ns` (its requests carry the podset-host User-Agent).
-fn operator_pod_creates(entries: &[Entry], ns: &str) -> usize {
-    entries
-        .iter()
-        .filter(|e| e.succeeded() && e.verb == "create" && e.is("pods", ns) && e.user_agent.starts_with("podset-host/"))
-        .count()
 }
 
 #[tokio::test]
@@ -91,7 +83,7 @@ async fn the_sample_measures_pod_to_pod_throughput_on_the_real_node() {
     .await;
     let (ok, out) = kubectl(&["get", "netperf", "-n", &ns, "netperf-sample"]);
     assert!(ok && out.contains("Done"), "the Phase column: {out}");
-    assert_eq!(operator_pod_creates(&audit.since(mark), &ns), 2, "one server and one client");
+    assert_eq!(operator_pod_writes(&audit.since(mark), &ns, "create"), 2, "one server and one client");
     let st = common::shadow_settled(&client, &ns, "shadow", &op).await;
     assert_eq!((st.agreed, st.differed, st.failed, st.dropped), (st.decisions, 0, 0, 0), "{st:#?}");
     println!("netperf-sample: a shadow of the same module agreed on all {} decisions", st.decisions);
@@ -150,7 +142,7 @@ async fn killed_in_any_phase_the_operator_resumes_the_test_from_its_status() {
             pods_of(&pods, name).await.is_empty().then_some(())
         })
         .await;
-        let creates = operator_pod_creates(&audit.since(mark), &ns);
+        let creates = operator_pod_writes(&audit.since(mark), &ns, "create");
         assert_eq!(creates, 2, "{name}: one server and one client pod ever created");
         report.push(format!("{name} (status then {killed_in:?}): Done, {creates} pods created"));
     }

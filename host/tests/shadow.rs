@@ -6,7 +6,7 @@ use podset_test_support as common;
 
 use std::time::Duration;
 
-use common::audit::{AuditLog, Entry};
+use common::audit::{AuditLog, operator_pod_writes};
 use common::{Env, eventually, kubectl, policy_loaded, publish_shadow, read_policy, shadow_settled};
 use kube::api::ListParams;
 use podset_host::crd::ShadowStatus;
@@ -35,14 +35,6 @@ async fn walkthrough(env: &Env, name: &str) {
 /// `kubectl patch reconcilepolicy NAME --type=KIND -p PATCH` in the test's namespace.
 fn patch_policy(env: &Env, name: &str, kind: &str, patch: &str) -> (bool, String) {
     kubectl(&["patch", "reconcilepolicy", name, "-n", &env.ns, &format!("--type={kind}"), "-p", patch])
-}
-
-/// The operator's successful writes to pods of `ns` (by its User-Agent).
-fn operator_pod_writes<'a>(entries: &'a [Entry], ns: &'a str, verb: &'a str) -> usize {
-    entries
-        .iter()
-        .filter(|e| e.user_agent.starts_with("podset-host/") && e.succeeded() && e.verb == verb && e.is("pods", ns))
-        .count()
 }
 
 async fn variant_pods(env: &Env) -> usize {

@@ -66,7 +66,7 @@ async fn a_parent_recreated_under_its_name_unseen_by_the_operator_gets_only_chil
         let entries = audit.since(mark);
         let ours: Vec<_> =
             entries.iter().filter(|e| e.user_agent.contains(agent) && e.is("pods", &env.ns) && e.succeeded()).collect();
-        let created = ours.iter().filter(|e| e.verb == "create").count();
+        let created = common::audit::operator_pod_writes(&entries, &env.ns, "create");
         let touched: Vec<String> = ours
             .iter()
             .filter(|e| e.object_ref.name.as_ref().is_some_and(|n| old_pods.contains(n)))

@@ -10,7 +10,7 @@ use podset_test_support as common;
 
 use std::time::Duration;
 
-use common::audit::{AuditLog, peak_active_pods};
+use common::audit::{AuditLog, operator_pod_writes, peak_active_pods};
 use common::watch_proxy::{Bend, WatchProxy};
 use common::{Env, Operator, policy_dir};
 use kube::api::Api;
@@ -58,14 +58,7 @@ async fn flow(b: &Bent, what: &str) -> String {
     env.converged("web", 4).await;
 
     let entries = audit.since(mark);
-    let ours = |verb: &str| {
-        entries
-            .iter()
-            .filter(|e| {
-                e.user_agent.contains("podset-host/") && e.is("pods", &env.ns) && e.succeeded() && e.verb == verb
-            })
-            .count()
-    };
+    let ours = |verb| operator_pod_writes(&entries, &env.ns, verb);
     let (creates, deletes) = (ours("create"), ours("delete"));
     let peak = peak_active_pods(&entries, &env.ns, 0);
     let log = std::fs::read_to_string(&env.op.log).unwrap_or_default();
@@ -139,12 +132,7 @@ async fn a_restart_against_a_lagging_api_server_view_creates_nothing_twice() {
     env.converged("web", 5).await;
 
     let entries = audit.since(mark);
-    let creates = entries
-        .iter()
-        .filter(|e| {
-            e.user_agent.contains("podset-host/") && e.is("pods", &env.ns) && e.succeeded() && e.verb == "create"
-        })
-        .count();
+    let creates = operator_pod_writes(&entries, &env.ns, "create");
     let peak = peak_active_pods(&entries, &env.ns, 2);
     println!("restart against a lagging view: {creates} pod creates for 2 → 5, peak {peak} active pods");
     assert_eq!(creates, 3, "2 → 5 takes 3 creates, the restart none");

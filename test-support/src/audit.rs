@@ -124,6 +124,17 @@ pub fn pod_deletes(entries: &[Entry], namespace: &str, user: &str) -> usize {
     writes_by(entries, user).filter(|e| e.verb == "delete" && e.is("pods", namespace)).count()
 }
 
+/// Successful `verb`s (`create`, `delete`) of pods in `namespace` by podset-host
+/// processes, told apart by their User-Agent (`podset-host/VERSION (IDENTITY)`) whatever
+/// credentials they run with.
+pub fn operator_pod_writes(entries: &[Entry], namespace: &str, verb: &str) -> usize {
+    entries
+        .iter()
+        .filter(|e| e.user_agent.starts_with("podset-host/") && e.succeeded() && e.verb == verb)
+        .filter(|e| e.is("pods", namespace))
+        .count()
+}
+
 /// The most pods of `namespace` that were active at once, from `initial` active at
 /// the mark: a create adds one when it completes, the first delete of a pod (a
 /// terminating pod no longer counts) takes one away. Only valid where no pod fails
