@@ -19,12 +19,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::audit::{AuditLog, Entry, Mark, OPERATOR_USER, peak_active_pods, writes_by};
-use common::{cluster_dir, cluster_env, eventually, policy_dir};
+use common::{cluster_dir, cluster_env, eventually, memcacheds, policy_dir};
 use futures::future::join_all;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Client, ResourceExt};
 use podset_host::crd::PodSet;
 use serde_json::json;
@@ -80,11 +79,6 @@ impl Workload {
     }
 }
 
-fn memcacheds(client: &Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"));
-    Api::namespaced_with(client.clone(), ns, &ar)
-}
-
 /// One object under one operator, in a namespace of its own.
 struct Case {
     client: Client,
@@ -120,11 +114,7 @@ impl Case {
                 api.create(&PostParams::default(), &common::podset(NAME, replicas)).await.expect("create PodSet");
             }
             Workload::Memcached => {
-                let mc: DynamicObject = serde_json::from_value(json!({
-                    "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-                    "metadata": { "name": NAME }, "spec": { "size": replicas }
-                }))
-                .expect("memcached");
+                let mc = common::memcached(NAME, replicas);
                 memcacheds(&self.client, &self.ns).create(&PostParams::default(), &mc).await.expect("create Memcached");
             }
         }

@@ -7,29 +7,18 @@ use podset_test_support as common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{eventually, sum_metric};
+use common::{eventually, memcacheds, sum_metric};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::core::DynamicObject;
 use podset_host::crd::PodSet;
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(90);
 
-fn memcacheds(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"));
-    Api::namespaced_with(client.clone(), ns, &ar)
-}
-
 fn sample(size: i32) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "cache.example.com/v1alpha1",
-        "kind": "Memcached",
-        "metadata": { "name": "memcached-sample" },
-        "spec": { "size": size }
-    }))
-    .expect("memcached")
+    common::memcached("memcached-sample", size)
 }
 
 /// `stats` over TCP, as a memcached client would ask it; the reply up to `END`.

@@ -12,13 +12,13 @@ use podset_test_support as common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{Env, eventually, policy_dir};
+use common::{Env, eventually, memcached, memcacheds, policy_dir};
 use guest_netperf::types::{Netperf, NetperfSpec, Phase};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::core::DynamicObject;
 use podset_host::crd::{PodSet, PodSetSpec, PolicyRef};
 use podset_host::sandbox::Digest;
 use proptest::prelude::Rng;
@@ -116,21 +116,6 @@ fn template(variant: u8) -> k8s_openapi::api::core::v1::PodTemplateSpec {
 
 fn variant_of(pod: &Pod) -> Option<u8> {
     pod.labels().get("variant")?.strip_prefix('v')?.parse().ok()
-}
-
-fn memcacheds(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"));
-    Api::namespaced_with(client.clone(), ns, &ar)
-}
-
-fn memcached(name: &str, size: i32) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "cache.example.com/v1alpha1",
-        "kind": "Memcached",
-        "metadata": { "name": name },
-        "spec": { "size": size }
-    }))
-    .expect("memcached")
 }
 
 struct Run {

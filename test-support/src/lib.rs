@@ -9,6 +9,7 @@
 
 pub mod audit;
 pub mod cluster;
+pub mod memcached;
 pub mod nodes;
 pub mod operator;
 pub mod podsets;
@@ -19,6 +20,7 @@ pub mod registry;
 pub mod watch_proxy;
 
 pub use cluster::*;
+pub use memcached::*;
 pub use nodes::*;
 pub use operator::*;
 pub use podsets::*;
