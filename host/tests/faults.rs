@@ -708,9 +708,7 @@ async fn crash_points(workload: Workload, to: i32, reach: Reach) {
     let mut violations = Vec::new();
     let mut slowest = Duration::ZERO;
     let mut unreached = Vec::new();
-    for (fault, flag) in
-        [("crash after", "--fault-crash-after-write"), ("lost response of", "--fault-lose-response-of-write")]
-    {
+    for (fault, flag) in WRITE_FAULTS {
         for k in 1..=flow {
             let mut case = Case::new(&format!("point{k}"), workload, 1, None).await;
             let k_text = k.to_string();
@@ -718,7 +716,7 @@ async fn crash_points(workload: Workload, to: i32, reach: Reach) {
             case.op.ready().await;
             let mark = audit.mark();
             case.scale(to).await;
-            if flag == "--fault-crash-after-write" {
+            if flag == CRASH_AFTER {
                 if exits_within(&mut case.op, Duration::from_secs(30)).await {
                     case.op.respawn_with_args(&[]);
                 } else {
@@ -732,29 +730,41 @@ async fn crash_points(workload: Workload, to: i32, reach: Reach) {
                     v.push(format!("the finalizer was lost: {:?}", mc.finalizers()));
                 }
             }
-            if flag == "--fault-lose-response-of-write" {
-                let log = std::fs::read_to_string(&case.op.log).unwrap_or_default();
-                if !log.contains(&format!("the response of write {k} was lost")) {
-                    unreached.push(format!("{fault} write {k}"));
-                }
+            if flag == LOSE_RESPONSE && !response_lost(&case.op, k) {
+                unreached.push(format!("{fault} write {k}"));
             }
             violations.extend(v.into_iter().map(|v| format!("{fault} write {k}: {v}")));
             slowest = slowest.max(took);
             case.cleanup().await;
         }
     }
+    conclude(&format!("{kind} 1→{to}"), flow, &violations, &unreached, slowest, reach);
+}
+
+/// The two faults every write of a flow gets in turn, as the fault-suite build's flags.
+const CRASH_AFTER: &str = "--fault-crash-after-write";
+const LOSE_RESPONSE: &str = "--fault-lose-response-of-write";
+const WRITE_FAULTS: [(&str, &str); 2] = [("crash after", CRASH_AFTER), ("lost response of", LOSE_RESPONSE)];
+
+/// Whether the operator's log says the response of write `k` was lost (the flow reached it).
+fn response_lost(op: &common::Operator, k: u64) -> bool {
+    let log = std::fs::read_to_string(&op.log).unwrap_or_default();
+    log.contains(&format!("the response of write {k} was lost"))
+}
+
+/// Reports a flow's fault points (one run per fault per write) and fails on any
+/// violation, or on points not reached beyond what `reach` allows.
+fn conclude(flow_name: &str, flow: u64, violations: &[String], unreached: &[String], slowest: Duration, reach: Reach) {
     let runs = 2 * flow as usize;
-    report(
-        &format!("{kind} 1→{to}, a crash after / a lost response of each of its {flow} writes"),
-        runs,
-        &violations,
-        slowest,
-    );
-    println!("    {kind}: {} of {runs} fault points reached; not reached: {unreached:?}", runs - unreached.len());
+    let what = format!("{flow_name}, a crash after / a lost response of each of its {flow} writes");
+    report(&what, runs, violations, slowest);
+    println!("    {flow_name}: {} of {runs} fault points reached; not reached: {unreached:?}", runs - unreached.len());
     assert!(violations.is_empty(), "{violations:#?}");
     match reach {
-        Reach::Every => assert!(unreached.is_empty(), "{kind}: fault points not reached: {unreached:?}"),
-        Reach::Most => assert!(unreached.len() * 4 <= runs, "{kind}: too many fault points not reached: {unreached:?}"),
+        Reach::Every => assert!(unreached.is_empty(), "{flow_name}: fault points not reached: {unreached:?}"),
+        Reach::Most => {
+            assert!(unreached.len() * 4 <= runs, "{flow_name}: too many fault points not reached: {unreached:?}")
+        }
     }
 }
 
@@ -797,7 +807,7 @@ async fn a_crash_after_every_write_of_the_netperf_flow_changes_nothing_in_the_en
             let started = Instant::now();
             netperfs.create(&PostParams::default(), &Netperf::new("np", spec)).await.expect("create the Netperf");
             let mut reached = true;
-            if let Some(("--fault-crash-after-write", _)) = fault {
+            if let Some((CRASH_AFTER, _)) = fault {
                 reached = exits_within(&mut op, Duration::from_secs(60)).await;
                 if reached {
                     op.respawn_with_args(&[]);
@@ -822,9 +832,8 @@ async fn a_crash_after_every_write_of_the_netperf_flow_changes_nothing_in_the_en
             if creates != 2 {
                 violations.push(format!("{creates} pods created, one server and one client expected (audit log)"));
             }
-            if let Some(("--fault-lose-response-of-write", k)) = fault {
-                let log = std::fs::read_to_string(&op.log).unwrap_or_default();
-                reached = log.contains(&format!("the response of write {k} was lost"));
+            if let Some((LOSE_RESPONSE, k)) = fault {
+                reached = response_lost(&op, k);
             }
             let writes = object_writes(&op.metrics().await);
             drop(op);
@@ -839,9 +848,7 @@ async fn a_crash_after_every_write_of_the_netperf_flow_changes_nothing_in_the_en
     let mut violations = Vec::new();
     let mut unreached = Vec::new();
     let mut slowest = Duration::ZERO;
-    for (fault, flag) in
-        [("crash after", "--fault-crash-after-write"), ("lost response of", "--fault-lose-response-of-write")]
-    {
+    for (fault, flag) in WRITE_FAULTS {
         for k in 1..=flow {
             let (_, v, reached, took) = run(format!("np-point{k}"), Some((flag, k))).await;
             violations.extend(v.into_iter().map(|v| format!("{fault} write {k}: {v}")));
@@ -851,14 +858,5 @@ async fn a_crash_after_every_write_of_the_netperf_flow_changes_nothing_in_the_en
             slowest = slowest.max(took);
         }
     }
-    let runs = 2 * flow as usize;
-    report(
-        &format!("Netperf, a crash after / a lost response of each of its {flow} writes"),
-        runs,
-        &violations,
-        slowest,
-    );
-    println!("    Netperf: {} of {runs} fault points reached; not reached: {unreached:?}", runs - unreached.len());
-    assert!(violations.is_empty(), "{violations:#?}");
-    assert!(unreached.is_empty(), "Netperf: fault points not reached: {unreached:?}");
+    conclude("Netperf", flow, &violations, &unreached, slowest, Reach::Every);
 }
