@@ -100,7 +100,8 @@ fn observed_status(
     }
     nodes.sort();
 
-    let mut next = MemcachedStatus { conditions: current.conditions.clone(), nodes };
+    // policy_digest is the host's to write.
+    let mut next = MemcachedStatus { conditions: current.conditions.clone(), nodes, policy_digest: None };
     let available = ds.ready_replicas >= spec.size;
     let (reason, message) = match deployment {
         None => ("Creating", format!("Creating Deployment {name} with {} replicas", spec.size)),

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
         status = "MemcachedStatus",
         printcolumn = r#"{"name":"Size","type":"integer","jsonPath":".spec.size","description":"Pods requested"}"#,
         printcolumn = r#"{"name":"Available","type":"string","jsonPath":".status.conditions[?(@.type==\"Available\")].status"}"#,
-        printcolumn = r#"{"name":"Policy","type":"string","priority":1,"jsonPath":".metadata.annotations.app\\.example\\.com/policy-digest","description":"Digest of the policy that decided last"}"#,
+        printcolumn = r#"{"name":"Policy","type":"string","priority":1,"jsonPath":".status.policyDigest","description":"Digest of the policy that decided last"}"#,
         printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
     )
 )]
@@ -55,6 +55,9 @@ pub struct MemcachedStatus {
     /// Names of the memcached pods, sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+    /// Written by the operator: the digest of the policy that decided last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_digest: Option<String>,
 }
 
 /// The CRD, as YAML (what `crdgen` prints and `manifests/crd/memcached.yaml` holds).

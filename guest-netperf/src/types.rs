@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
         status = "NetperfStatus",
         printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.status","description":"Initial, Server, Test, Done or Error"}"#,
         printcolumn = r#"{"name":"Speed","type":"integer","jsonPath":".status.speedBitsPerSec","description":"Measured throughput, bits per second"}"#,
+        printcolumn = r#"{"name":"Policy","type":"string","priority":1,"jsonPath":".status.policyDigest","description":"Digest of the policy that decided last"}"#,
         printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
     )
 )]
@@ -88,6 +89,9 @@ pub struct NetperfStatus {
         schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))
     )]
     pub conditions: Vec<Condition>,
+    /// Written by the operator: the digest of the policy that decided last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_digest: Option<String>,
 }
 
 /// The CRD, as YAML (what `crdgen` prints and `manifests/crd/netperf.yaml` holds).

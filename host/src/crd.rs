@@ -23,7 +23,7 @@ pub const GROUP: &str = "app.example.com";
     status = "PodSetStatus",
     printcolumn = r#"{"name":"Desired","type":"integer","jsonPath":".spec.replicas","description":"Pods requested"}"#,
     printcolumn = r#"{"name":"Available","type":"integer","jsonPath":".status.availableReplicas","description":"Active pods that are ready"}"#,
-    printcolumn = r#"{"name":"Policy","type":"string","priority":1,"jsonPath":".metadata.annotations.app\\.example\\.com/policy-digest","description":"Digest of the policy that decided last"}"#,
+    printcolumn = r#"{"name":"Policy","type":"string","priority":1,"jsonPath":".status.policyDigest","description":"Digest of the policy that decided last"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -78,6 +78,10 @@ pub struct PodSetStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+
+    /// Written by the operator: the digest of the policy that decided last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_digest: Option<String>,
 }
 
 /// A reconcile policy module published in the cluster: the Wasm component is the

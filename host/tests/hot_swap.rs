@@ -26,8 +26,7 @@ fn replace_atomically(path: &Path, bytes: &[u8]) {
 }
 
 async fn status_digest(podsets: &Api<PodSet>, name: &str) -> Option<String> {
-    let ps = podsets.get(name).await.ok()?;
-    ps.metadata.annotations?.remove(podset_host::reconcile::execute::DIGEST_ANNOTATION)
+    podsets.get(name).await.ok()?.status?.policy_digest
 }
 
 fn condition<'a>(ps: &'a PodSet, type_: &str) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {

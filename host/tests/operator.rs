@@ -53,8 +53,7 @@ async fn seed_walkthrough_scales_exactly_and_garbage_collects() {
     }
     let status = ps.status.expect("status");
     assert_eq!(status.observed_generation, ps.metadata.generation);
-    let digest =
-        ps.metadata.annotations.as_ref().and_then(|a| a.get(podset_host::reconcile::execute::DIGEST_ANNOTATION));
+    let digest = status.policy_digest.as_ref();
     assert!(digest.is_some_and(|d| d.starts_with("sha256:")), "the deciding digest is recorded: {digest:?}");
     assert!(status.conditions.iter().any(|c| c.type_ == "Available" && c.status == "True"));
 

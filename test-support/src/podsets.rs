@@ -158,14 +158,11 @@ pub async fn all_decided_by(podsets: &Api<PodSet>, count: usize, digest: &str, r
     (done.count() == count).then_some(())
 }
 
-/// Whether `digest` decided `obj` last (the host's annotation says so).
-pub fn decided_by<K: kube::Resource + ?Sized>(obj: &K, digest: &str) -> bool {
-    obj.meta()
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(podset_host::reconcile::execute::DIGEST_ANNOTATION))
-        .map(String::as_str)
-        == Some(digest)
+/// Whether `digest` decided `obj` last (the host records it in the status).
+pub fn decided_by<K: serde::Serialize>(obj: &K, digest: &str) -> bool {
+    let status = serde_json::to_value(obj).ok();
+    let recorded = status.as_ref().and_then(|o| o["status"][podset_host::reconcile::status::DIGEST_FIELD].as_str());
+    recorded == Some(digest)
 }
 
 /// Samples PodSet `name`'s active pods every 100 ms until [`MostActive::stop`]; for

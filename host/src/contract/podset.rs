@@ -235,6 +235,8 @@ fn status_json(s: &PodsetStatus, current: &PodSetStatus, generation: Option<i64>
         available_replicas: s.available_replicas,
         observed_generation: Some(s.observed_generation),
         conditions: Vec::new(),
+        // The host's to write (reconcile::status).
+        policy_digest: None,
     };
     for c in &s.conditions {
         let new = conditions::new(&c.type_, status_str(c.status), &c.reason, &c.message, generation);

@@ -1,7 +1,7 @@
-//! Performs a checked decision on the cluster: the parent's metadata (the finalizer,
-//! the digest that decided), children created in slow-start batches, applied
-//! server-side or deleted with a UID precondition, the policy's Events, the status
-//! when it changed, and the finalizer's removal when the policy is done.
+//! Performs a checked decision on the cluster: the parent's finalizer, children
+//! created in slow-start batches, applied server-side or deleted with a UID
+//! precondition, the policy's Events, the status (with the digest that decided) when
+//! it changed, and the finalizer's removal when the policy is done.
 
 use std::time::Duration;
 
@@ -14,15 +14,16 @@ use serde_json::json;
 
 use super::observe::{ChildKey, Observed};
 use super::plan::{Checked, Child, Doomed, Note};
-use super::status::{self, Outcome};
+use super::status::{self, Ended, Outcome};
 use crate::context::Context;
 use crate::error::{ChildAction, Error, Result};
 use crate::kubernetes::events::{Origin, event};
 use crate::kubernetes::object::Object;
 use crate::registry::Admitted;
 
-/// The annotation on every parent naming the digest of the policy that decided it last.
-pub const DIGEST_ANNOTATION: &str = "app.example.com/policy-digest";
+/// The annotation in which earlier versions recorded the deciding digest (now
+/// [`status::DIGEST_FIELD`]). Removed where found, so that it cannot go stale.
+pub const LEGACY_DIGEST_ANNOTATION: &str = "app.example.com/policy-digest";
 
 /// How soon a parent whose status write met a newer parent is decided again.
 const AFTER_CONFLICT: Duration = Duration::from_millis(200);
@@ -43,8 +44,8 @@ pub async fn execute(
     let manager = admitted.field_manager();
     let act = Act { ctx, observed, ns: &ns, manager: &manager };
     let patch = metadata(parent, admitted);
-    // A finalizer must be in place before any child exists; the digest alone can be
-    // written alongside the children, which saves a round trip on a first reconcile.
+    // A finalizer must be in place before any child exists; the legacy annotation's
+    // removal can be written alongside the children.
     let patched = if patch.as_ref().is_some_and(|p| p.adds_finalizer) {
         let patched = patch_metadata(&parent_api, parent, patch).await?;
         act.create_all(&checked.creates).await?;
@@ -67,7 +68,8 @@ pub async fn execute(
     // After our own metadata write the cached parent is one version behind: writing
     // status against it would only meet a conflict.
     let parent = patched.as_ref().unwrap_or(parent);
-    let next = status::next(parent, checked.status, None);
+    let digest = admitted.policy.digest().to_string();
+    let next = status::next(parent, Ended::Decided { status: checked.status, digest: &digest });
     if status::write(&parent_api, &ctx.written, &observed.parent_ref(), parent, next).await? == Outcome::Conflict {
         return Ok(AFTER_CONFLICT);
     }
@@ -88,12 +90,11 @@ struct MetadataPatch {
 }
 
 /// One metadata patch at most: the policy's finalizer (on a parent not being deleted)
-/// and the digest annotation, each only when missing.
+/// when missing, and the legacy digest annotation's removal when present.
 fn metadata(parent: &Object, admitted: &Admitted) -> Option<MetadataPatch> {
-    let digest = admitted.policy.digest().to_string();
     let mut patch = serde_json::Map::new();
-    if parent.annotations().get(DIGEST_ANNOTATION) != Some(&digest) {
-        patch.insert("annotations".into(), json!({ DIGEST_ANNOTATION: digest }));
+    if parent.annotations().contains_key(LEGACY_DIGEST_ANNOTATION) {
+        patch.insert("annotations".into(), json!({ LEGACY_DIGEST_ANNOTATION: null }));
     }
     let mut adds_finalizer = false;
     if let Some(f) = &admitted.resolved.finalizer

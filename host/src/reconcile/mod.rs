@@ -215,7 +215,7 @@ async fn report_failure(
     let reference = observe::reference_of(parent, resource);
     let ev = event(EventType::Warning, condition, "Reconcile", format!("{reason}: {message}"), None);
     ctx.events.publish(&reference, ev, Origin::Host);
-    let next = status::next(parent, None, Some(status::Failure { condition, reason, message }));
+    let next = status::next(parent, status::Ended::Failed(status::Failure { condition, reason, message }));
     let api: Api<Object> = Api::namespaced_with(ctx.client.clone(), &parent.namespace().unwrap_or_default(), resource);
     let key = ObjectRef::from_obj_with(parent, resource.clone());
     if let Err(e) = status::write(&api, &ctx.written, &key, parent, next).await {

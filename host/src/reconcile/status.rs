@@ -2,7 +2,8 @@
 //!
 //! Any kind works the same way: the status is JSON; the policy's status replaces the
 //! current one; the host keeps one condition of its own, `PolicyFailed`, set while the
-//! policy cannot decide and cleared when it can. A status equal to the current one is
+//! policy cannot decide and cleared when it can, and records in [`DIGEST_FIELD`] the
+//! digest of the policy that decided last. A status equal to the current one is
 //! not written, nor one equal to what this operator last wrote when the parent has
 //! not changed since: a CRD whose schema prunes or defaults part of what a policy
 //! writes would otherwise be written at every reconcile.
@@ -21,6 +22,22 @@ use crate::conditions::{self, HOST_CONDITIONS};
 use crate::error::Result;
 use crate::kubernetes::object::Object;
 
+/// The status field in which the host records the digest of the policy that decided
+/// last. In the status rather than an annotation so that a decision costs one write to
+/// the parent, not two: on a swap that changes nothing else, 200 PodSets took 400
+/// writes, a metadata merge patch and a status patch each, one after the other. A kind
+/// whose status schema lacks the field has it pruned by the API server: its objects do
+/// not record the digest, and nothing is written again for it (see [`Written`]).
+pub const DIGEST_FIELD: &str = "policyDigest";
+
+/// How a reconcile ended, for the status it leaves.
+pub enum Ended<'a> {
+    /// The policy of `digest` decided, and wrote `status` if it wrote one.
+    Decided { status: Option<Value>, digest: &'a str },
+    /// The policy could not decide, or its decision was refused.
+    Failed(Failure<'a>),
+}
+
 /// How a reconcile failed, for the host's condition of that type
 /// ([`POLICY_FAILED`] or [`RECONCILE_FAILED`]).
 pub struct Failure<'a> {
@@ -35,15 +52,24 @@ pub struct Next {
     pub status: Value,
 }
 
-/// The status `parent` should have: `from_policy` when the policy decided one (else
-/// the current one), with the host's conditions saying how this reconcile ended:
-/// `failure`'s set, the others cleared.
-pub fn next(parent: &Object, from_policy: Option<Value>, failure: Option<Failure<'_>>) -> Next {
+/// The status `parent` should have after a reconcile that `ended` so: the policy's
+/// status when it decided one (else the current one), the deciding digest, and the
+/// host's conditions: a failure's set, the others cleared.
+pub fn next(parent: &Object, ended: Ended<'_>) -> Next {
     let current = current(parent);
+    let (from_policy, digest, failure) = match ended {
+        Ended::Decided { status, digest } => (status, Some(digest), None),
+        Ended::Failed(f) => (None, None, Some(f)),
+    };
     let mut next = from_policy.unwrap_or_else(|| current.clone());
     let previous: Vec<Condition> = conditions_of(&current);
     let mut list: Vec<Condition> = conditions_of(&next);
     let Some(map) = next.as_object_mut() else { return Next { current, status: next } };
+    // A failed reconcile keeps the current status, and with it the digest of the
+    // policy that decided last.
+    if let Some(d) = digest {
+        map.insert(DIGEST_FIELD.into(), Value::from(d));
+    }
     let host = |c: &Condition| HOST_CONDITIONS.contains(&c.type_.as_str());
     let had = list.iter().any(host) || previous.iter().any(host);
     list.retain(|c| !host(c));
@@ -190,6 +216,12 @@ mod tests {
         p.into()
     }
 
+    const DIGEST: &str = "sha256:new";
+
+    fn decided(status: Value) -> Ended<'static> {
+        Ended::Decided { status: Some(status), digest: DIGEST }
+    }
+
     fn apply(base: &Value, patch: &Value) -> Value {
         match (base, patch) {
             (Value::Object(b), Value::Object(p)) => {
@@ -235,20 +267,24 @@ mod tests {
     #[test]
     fn policy_failed_is_set_kept_and_cleared() {
         let p = parent(json!({ "nodes": ["a"] }));
-        let failed =
-            next(&p, None, Some(Failure { condition: POLICY_FAILED, reason: "DeadlineExceeded", message: "too slow" }))
-                .status;
+        let failed = next(
+            &p,
+            Ended::Failed(Failure { condition: POLICY_FAILED, reason: "DeadlineExceeded", message: "too slow" }),
+        )
+        .status;
         assert_eq!(failed["nodes"], json!(["a"]), "what the policy wrote stays while it fails");
         assert_eq!(failed["conditions"][0]["type"], json!(POLICY_FAILED));
         let p = parent(failed.clone());
-        let again =
-            next(&p, None, Some(Failure { condition: POLICY_FAILED, reason: "DeadlineExceeded", message: "too slow" }))
-                .status;
+        let again = next(
+            &p,
+            Ended::Failed(Failure { condition: POLICY_FAILED, reason: "DeadlineExceeded", message: "too slow" }),
+        )
+        .status;
         assert_eq!(again, failed, "the same failure rewrites nothing (its transition time is kept)");
-        let recovered = next(&p, Some(json!({ "nodes": ["a", "b"] })), None).status;
-        assert_eq!(recovered, json!({ "nodes": ["a", "b"] }));
+        let recovered = next(&p, decided(json!({ "nodes": ["a", "b"] }))).status;
+        assert_eq!(recovered, json!({ "nodes": ["a", "b"], "policyDigest": DIGEST }));
         let refused = Failure { condition: RECONCILE_FAILED, reason: "FailedCreate", message: "quota" };
-        let other = next(&p, None, Some(refused)).status;
+        let other = next(&p, Ended::Failed(refused)).status;
         let types: Vec<&str> =
             other["conditions"].as_array().expect("list").iter().filter_map(|c| c["type"].as_str()).collect();
         assert_eq!(types, [RECONCILE_FAILED], "one host condition at a time: how this reconcile ended");
@@ -258,8 +294,20 @@ mod tests {
     fn a_status_without_the_host_condition_is_left_as_the_policy_wrote_it() {
         let p = parent(json!({}));
         let s = json!({ "phase": "Done", "speedBitsPerSec": 1e9 });
-        let next = next(&p, Some(s.clone()), None);
-        assert_eq!(next.status, s);
+        let next = next(&p, decided(s.clone()));
+        assert_eq!(next.status, json!({ "phase": "Done", "speedBitsPerSec": 1e9, "policyDigest": DIGEST }));
         assert_eq!(next.current, json!({}));
+    }
+
+    #[test]
+    fn the_deciding_digest_is_recorded_and_kept_through_a_failure() {
+        let p = parent(json!({ "nodes": ["a"], "policyDigest": "sha256:old" }));
+        let unchanged = next(&p, Ended::Decided { status: None, digest: "sha256:old" });
+        assert_eq!(unchanged.status, unchanged.current, "same policy, same status: nothing to write");
+        let swapped = next(&p, Ended::Decided { status: None, digest: DIGEST }).status;
+        assert_eq!(swapped, json!({ "nodes": ["a"], "policyDigest": DIGEST }), "a swap alone is one status write");
+        let failed = Failure { condition: POLICY_FAILED, reason: "Trap", message: "unreachable" };
+        let failed = next(&p, Ended::Failed(failed)).status;
+        assert_eq!(failed["policyDigest"], json!("sha256:old"), "a failure decided nothing: the last digest stays");
     }
 }
