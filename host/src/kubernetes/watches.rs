@@ -44,7 +44,10 @@ pub enum Scope {
 /// Where a change to a watched object is sent: the parent controller of `parent`'s kind.
 pub struct Route {
     pub parent: ApiResource,
+    /// Changes the controller may gather for a while (a pod starting, becoming ready).
     pub notify: UnboundedSender<ObjectRef<Object>>,
+    /// Changes it acts on at once: a child terminating or gone.
+    pub at_once: UnboundedSender<ObjectRef<Object>>,
     pub via: Via,
 }
 
@@ -103,7 +106,11 @@ impl Watched {
                     if let Some(owner) = owner {
                         let parent = ObjectRef::new_with(&owner.name, route.parent.clone()).within(&ns);
                         on_child(&parent, obj, &self.resource, gone);
-                        let _ = route.notify.unbounded_send(parent);
+                        // A terminating child is no longer counted: the parent's status
+                        // changes now, with nothing to gather (a scale-down's deletes
+                        // were all sent by one decision).
+                        let ending = gone || obj.metadata.deletion_timestamp.is_some();
+                        let _ = if ending { &route.at_once } else { &route.notify }.unbounded_send(parent);
                     }
                 }
                 Via::Related { parents, selectors } => {
@@ -226,5 +233,52 @@ async fn run(api: Api<Object>, scope: Scope, watched: Arc<Watched>, stop: Cancel
             _ = stop.cancelled() => return,
             next = events.next() => if next.is_none() { return },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::channel::mpsc::unbounded;
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+    use kube::api::DynamicObject;
+
+    use super::*;
+
+    #[test]
+    fn a_child_terminating_or_gone_reaches_its_controller_at_once_and_the_rest_after_a_while() {
+        let parent = ApiResource::erase::<crate::crd::PodSet>(&());
+        let pods = ApiResource::erase::<Pod>(&());
+        let watched = Watched::new(&pods, Scope::Children);
+        let (notify, mut gathered) = unbounded();
+        let (at_once, mut now) = unbounded();
+        let on_child: ChildSeen = Box::new(|_, _, _, _| {});
+        watched.add_route(Arc::new(Route {
+            parent: parent.clone(),
+            notify,
+            at_once,
+            via: Via::Controller { on_child },
+        }));
+        let mut pod = DynamicObject::new("web-a", &pods).within("ns");
+        pod.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: parent.api_version.clone(),
+            kind: parent.kind.clone(),
+            name: "web".into(),
+            uid: "uid-web".into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        let web = ObjectRef::new_with("web", parent).within("ns");
+
+        watched.notify(&pod.clone().into(), false);
+        assert_eq!(gathered.try_recv().ok(), Some(web.clone()), "a running child's change is gathered");
+        assert!(now.try_recv().is_err(), "nothing at once");
+
+        watched.notify(&pod.clone().into(), true);
+        assert_eq!(now.try_recv().ok(), Some(web.clone()), "gone");
+        pod.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        watched.notify(&pod.into(), false);
+        assert_eq!(now.try_recv().ok(), Some(web), "terminating");
+        assert!(gathered.try_recv().is_err(), "neither was gathered");
     }
 }
