@@ -15,11 +15,13 @@
 //! `reconcile` is an ordinary function: unit-test it natively with inputs built by
 //! [`testing`]. On wasm32 the crate also brings what every policy wants: a panic hook
 //! that logs the panic's message before the instance aborts (so the host reports why),
-//! and a bump allocator (an instance lives for one decision; freeing is wasted work).
-//! Link a small stack too (`.cargo/config.toml`: `-zstack-size=65536`), so data and
-//! heap sit in the pages the host keeps resident between instances.
+//! and a bump allocator (an instance lives for one decision; freeing is wasted work)
+//! that starts in the module's initial memory. Link a small stack and an initial memory
+//! the size of a decision's peak (`.cargo/config.toml`), so that a decision grows no
+//! memory and its pages stay within those the host keeps resident between instances.
 
 pub mod conditions;
+pub mod heap;
 #[cfg(feature = "reconcile")]
 pub mod objects;
 #[cfg(feature = "reconcile")]
@@ -127,14 +129,11 @@ macro_rules! export_reconciler {
     };
 }
 
-/// Every decision runs in a fresh instance that the host discards afterwards, so freed
-/// memory is never needed again: a bump allocator that never frees is the fastest
-/// correct allocator here (the host's memory cap still bounds a runaway policy).
-// SAFETY: wasm32-unknown-unknown without threads runs one thread per instance.
+/// Every decision runs in a fresh instance that the host discards afterwards: see
+/// [`heap`].
 #[cfg(all(target_arch = "wasm32", feature = "allocator"))]
 #[global_allocator]
-static ALLOCATOR: lol_alloc::AssumeSingleThreaded<lol_alloc::LeakingAllocator> =
-    unsafe { lol_alloc::AssumeSingleThreaded::new(lol_alloc::LeakingAllocator::new()) };
+static ALLOCATOR: heap::Bump<heap::Linear> = heap::Bump::new(heap::Linear);
 
 #[cfg(test)]
 mod tests {

@@ -47,7 +47,8 @@ impl Sandbox {
 
 /// Caps linear memory. Records the denied request so a trap that follows it (Rust's
 /// allocator aborts when memory.grow fails) is reported as out-of-memory, not as an
-/// anonymous `unreachable`.
+/// anonymous `unreachable`. A grant clears it: policy-sdk's allocator asks to double
+/// memory first and, refused, for what it needs, which may fit.
 pub(crate) struct MemoryCap {
     limit: usize,
     pub(crate) denied: Option<usize>,
@@ -59,6 +60,7 @@ impl ResourceLimiter for MemoryCap {
             self.denied = Some(desired);
             return Ok(false);
         }
+        self.denied = None;
         Ok(true)
     }
 
