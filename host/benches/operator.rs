@@ -40,15 +40,34 @@ struct Sizes {
     rounds: usize,
     scale_objects: usize,
     resync: Duration,
+    /// The scale curve: objects at each point, of `CURVE_REPLICAS` pods.
+    curve: &'static [usize],
 }
+
+/// Pods per object on the scale curve.
+const CURVE_REPLICAS: i32 = 2;
 
 impl Sizes {
     fn from_env() -> (Sizes, bool) {
         let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
         let sizes = if quick {
-            Sizes { objects: 10, replicas: 2, rounds: 1, scale_objects: 20, resync: Duration::from_secs(5) }
+            Sizes {
+                objects: 10,
+                replicas: 2,
+                rounds: 1,
+                scale_objects: 20,
+                resync: Duration::from_secs(5),
+                curve: &[10, 20],
+            }
         } else {
-            Sizes { objects: 200, replicas: 5, rounds: 3, scale_objects: 1000, resync: Duration::from_secs(30) }
+            Sizes {
+                objects: 200,
+                replicas: 5,
+                rounds: 3,
+                scale_objects: 1000,
+                resync: Duration::from_secs(30),
+                curve: &[100, 1000, 5000],
+            }
         };
         (sizes, quick)
     }
@@ -471,13 +490,16 @@ fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-/// CPU seconds the control plane's `component` has used (its pid from the cluster's
-/// state dir).
+/// CPU seconds the control plane's `component` has used.
 fn component_cpu(component: &str) -> f64 {
+    cpu_seconds(component_pid(component))
+}
+
+/// The pid of the control plane's `component`, from the cluster's state dir.
+fn component_pid(component: &str) -> u32 {
     let file = common::cluster_dir().join(format!("pids/{component}.pid"));
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    let pid = text.trim().parse().unwrap_or_else(|e| panic!("{}: {text:?} is not a pid: {e}", file.display()));
-    cpu_seconds(pid)
+    text.trim().parse().unwrap_or_else(|e| panic!("{}: {text:?} is not a pid: {e}", file.display()))
 }
 
 /// A table: peer, ours, ratio, goal, pass/fail.
@@ -821,6 +843,7 @@ async fn main() {
     drop(native_op);
 
     let t3 = scale(&client, &s, &run_label).await;
+    let t4 = curve(&client, &s, &run_label).await;
 
     let mut md = format!(
         "# Benchmarks\n\n`make bench`{} on {}, {}. Embedded control plane (Kubernetes {}), simulated node (pods ready 1 s after they start), operator `{}`.\n\n",
@@ -840,6 +863,8 @@ async fn main() {
     md += &t2.markdown("reference");
     md += "\n";
     md += &t3.markdown("reference");
+    md += "\n";
+    md += &t4.markdown("ReplicaSet controller");
     println!("\n{md}");
     if !quick {
         let path = common::workspace().join("bench/results/latest.md");
@@ -992,6 +1017,55 @@ async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
         None,
     );
     t
+}
+
+/// How cost grows with work: at each size of the curve, PodSets with a fresh operator
+/// (one policy) and ReplicaSets with the controller manager, one after the other.
+async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
+    let mut t = Table::new(&format!(
+        "Scale curve: {} objects × {CURVE_REPLICAS} pods, one round each (RSS: the operator vs the whole controller \
+         manager)",
+        s.curve.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
+    ));
+    let policy = common::policy_dir().join("podset.wasm");
+    for &n in s.curve {
+        let op = common::Operator::spawn_shard("bench-curve", label, &[&policy], &common::kubeconfig_path(), &[]);
+        op.ready().await;
+        let ours = curve_point(client, Peer::PodSet, label, n).await;
+        let ours_rss = rss(op.pid());
+        drop(op);
+        let peer = curve_point(client, Peer::ReplicaSet, label, n).await;
+        let kcm_rss = rss(component_pid("kube-controller-manager"));
+        eprintln!("curve {n}: ReplicaSet {peer:?}, PodSet {ours:?}; RSS {kcm_rss:.1} vs {ours_rss:.1} MiB");
+        let at = |what: &str| format!("{n} objects: {what}");
+        t.ratio(&at("time until every object reports all replicas available"), peer.0, ours.0, "s", None);
+        t.ratio(&at("API writes per object"), peer.1, ours.1, "", None);
+        t.ratio(&at("API server CPU per object"), peer.2 * 1e3, ours.2 * 1e3, "ms CPU", None);
+        t.ratio(&at("RSS"), kcm_rss, ours_rss, "MiB", None);
+    }
+    t
+}
+
+/// `n` objects of `peer` × [`CURVE_REPLICAS`] in a fresh namespace, created 200 at a
+/// time: (seconds to converge, writes per object, API server CPU seconds per object).
+async fn curve_point(client: &Client, peer: Peer, label: &str, n: usize) -> (f64, f64, f64) {
+    let ns = bench_namespace(client, "bench-curve", label).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &peer.resource());
+    let names: Vec<String> = (0..n).map(|i| format!("c-{i:05}")).collect();
+    let before = apiserver_writes(client).await;
+    let apiserver_before = component_cpu("kube-apiserver");
+    let started = Instant::now();
+    for chunk in names.chunks(200) {
+        create_all(&api, peer, chunk, CURVE_REPLICAS, started).await;
+    }
+    settle(peer, &api, n, i64::from(CURVE_REPLICAS), started).await;
+    let converge = started.elapsed().as_secs_f64();
+    // Writes that trail the last status count too.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let writes: f64 = controller_writes(peer, &before, &apiserver_writes(client).await).iter().sum();
+    let apiserver_cpu = component_cpu("kube-apiserver") - apiserver_before;
+    drop_namespace(client, &ns).await;
+    (converge, writes / n as f64, apiserver_cpu / n as f64)
 }
 
 /// The effect of the owner-UID index: the operator's own child store, filled with
