@@ -117,9 +117,8 @@ pub fn deletion_order(a: &Pod, b: &Pod) -> Ordering {
             PodPhase::Succeeded | PodPhase::Failed => 3,
         }
     }
-    a.node_name
-        .is_some()
-        .cmp(&b.node_name.is_some())
+    a.scheduled
+        .cmp(&b.scheduled)
         .then_with(|| phase_rank(a.phase).cmp(&phase_rank(b.phase)))
         .then_with(|| a.ready.cmp(&b.ready))
         .then_with(|| b.restart_count.cmp(&a.restart_count))
@@ -152,13 +151,11 @@ mod tests {
     fn pod(name: &str) -> Pod {
         Pod {
             name: name.into(),
-            uid: format!("u-{name}"),
             phase: PodPhase::Running,
             ready: true,
             deleting: false,
-            node_name: Some("node-1".into()),
+            scheduled: true,
             created_at: 1_000,
-            labels: Vec::new(),
             restart_count: 0,
         }
     }
@@ -235,7 +232,7 @@ mod tests {
     #[test]
     fn scale_down_follows_replicaset_ranking() {
         let mut unscheduled = pod("unscheduled");
-        unscheduled.node_name = None;
+        unscheduled.scheduled = false;
         unscheduled.phase = PodPhase::Pending;
         unscheduled.ready = false;
         let mut pending = pod("pending");

@@ -30,13 +30,11 @@ fn pods() -> impl Strategy<Value = Vec<Pod>> {
                 .enumerate()
                 .map(|(i, (phase, ready, deleting, scheduled, restarts))| Pod {
                     name: format!("web-{i:02}"),
-                    uid: format!("uid-{i}"),
                     phase,
                     ready: ready && phase == PodPhase::Running,
                     deleting,
-                    node_name: scheduled.then(|| "n1".to_string()),
+                    scheduled,
                     created_at: 1_700_000_000_000 + i as i64 * 1000,
-                    labels: Vec::new(),
                     restart_count: restarts,
                 })
                 .collect()

@@ -78,6 +78,18 @@ fn modules_that_must_not_load_are_rejected_with_their_own_error() {
         Err(Error::Incompatible(msg)) => assert!(msg.contains("9.0.0"), "{msg}"),
         other => panic!("expected Incompatible, got {:?}", other.map(|p| p.label().to_string())),
     }
+    // The real module with its interface names rewritten to the previous contract's
+    // (same length): what a policy built against 0.2.0 looks like to this host.
+    let ours = format!("@{}", podset_host::contract::contract_version());
+    let bytes = common::read_policy("podset.wasm");
+    let old = replace_all(&bytes, ours.as_bytes(), b"@0.2.0");
+    assert_ne!(old, bytes, "the module names its contract version");
+    match engine.load(&old) {
+        Err(Error::Incompatible(msg)) => {
+            assert!(msg.contains("built against contract 0.2.0") && msg.contains("rebuild"), "{msg}")
+        }
+        other => panic!("expected Incompatible, got {:?}", other.map(|p| p.label().to_string())),
+    }
     let tiny = PolicyEngine::new(Limits { module_bytes: 1024, ..Limits::default() }).expect("engine");
     assert!(matches!(tiny.load(&common::read_policy("podset.wasm")), Err(Error::TooLarge { .. })));
 }
@@ -229,4 +241,20 @@ fn modules_too_costly_to_compile_are_refused_before_compiling() {
     for name in ["podset.wasm", "memcached.wasm"] {
         assert!(engine.load(&common::read_policy(name)).is_ok(), "{name} loads");
     }
+}
+
+/// `bytes` with every `from` replaced by `to` (of the same length).
+fn replace_all(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let mut out = bytes.to_vec();
+    let mut i = 0;
+    while i + from.len() <= out.len() {
+        if &out[i..i + from.len()] == from {
+            out[i..i + from.len()].copy_from_slice(to);
+            i += from.len();
+        } else {
+            i += 1;
+        }
+    }
+    out
 }

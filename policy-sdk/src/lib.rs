@@ -63,7 +63,7 @@ pub use reconcile::podset::policy::types::{
 /// The WIT source, compiled in so the contract version cannot drift from it.
 const WIT: &str = include_str!("../../wit/policy.wit");
 
-/// The contract version this SDK was built against (the WIT package's), e.g. "0.2.0".
+/// The contract version this SDK was built against (the WIT package's), e.g. "0.3.0".
 pub fn contract_version() -> String {
     WIT.lines()
         .find_map(|l| l.trim().strip_prefix("package podset:policy@"))

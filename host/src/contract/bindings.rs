@@ -49,7 +49,7 @@ pub mod reconciler {
 /// The WIT source, compiled in so the contract version cannot drift from it.
 const WIT: &str = include_str!("../../../wit/policy.wit");
 
-/// The WIT package's version, e.g. "0.2.0": the contract version this host speaks.
+/// The WIT package's version, e.g. "0.3.0": the contract version this host speaks.
 pub fn contract_version() -> &'static str {
     WIT.lines()
         .find_map(|l| l.trim().strip_prefix("package podset:policy@"))

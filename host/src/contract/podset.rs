@@ -336,13 +336,11 @@ pub fn to_policy_pod(pod: &Object) -> WitPod {
     };
     WitPod {
         name: pod.name_any(),
-        uid: pod.uid().unwrap_or_default(),
         phase,
         ready: v.status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"),
         deleting: pod.metadata.deletion_timestamp.is_some(),
-        node_name: v.spec.node_name,
+        scheduled: v.spec.node_name.is_some(),
         created_at: pod.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_millisecond()),
-        labels: key_values(pod.labels()),
         restart_count: v.status.container_statuses.iter().map(|c| c.restart_count).sum(),
     }
 }

@@ -24,13 +24,11 @@ pub fn inputs(pods: usize) -> Vec<(&'static str, PodsetInput)> {
     let pod_list: Vec<Pod> = (0..pods)
         .map(|i| Pod {
             name: format!("bench-{i:05}"),
-            uid: format!("uid-{i}"),
             phase: PodPhase::Running,
             ready: i % 7 != 0,
             deleting: false,
-            node_name: Some(format!("node-{}", i % 3)),
+            scheduled: true,
             created_at: 1_700_000_000_000 + i as i64,
-            labels: Vec::new(),
             restart_count: (i % 5) as i32,
         })
         .collect();

@@ -22,17 +22,28 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
     inspect::check(bytes, limits)?;
     let component = Component::new(&engine.engine, bytes).map_err(|e| Error::Invalid(chain(&e)))?;
 
-    // The allowlist is checked before linking so the error names every offending
-    // import, not just the first one the linker trips on.
     let ty = component.component_type();
-    // `types` holds only type definitions: importing it grants nothing.
-    let allowed = vec![interface_name("log"), interface_name("types")];
     let imports: Vec<String> = ty.imports(&engine.engine).map(|(name, _)| name.to_string()).collect();
+    let exports: Vec<String> = ty.exports(&engine.engine).map(|(name, _)| name.to_string()).collect();
+    // A module built against another version of the contract names the same
+    // interfaces under that version: say so first, so the fix (a rebuild) is plain and
+    // its `log` import is not mistaken for a forbidden capability.
+    if let Some(theirs) = other_contract(imports.iter().chain(&exports)) {
+        return Err(Error::Incompatible(format!(
+            "it was built against contract {theirs} (its interfaces are podset:policy/…@{theirs}); this host speaks \
+             {ours} and loads no other contract version: rebuild the policy against wit/ of contract {ours} \
+             (policy-sdk {ours})",
+            ours = contract_version()
+        )));
+    }
+    // The allowlist is checked before linking so the error names every offending
+    // import, not just the first one the linker trips on. `types` holds only type
+    // definitions: importing it grants nothing.
+    let allowed = vec![interface_name("log"), interface_name("types")];
     let forbidden: Vec<String> = imports.iter().filter(|n| !allowed.contains(n)).cloned().collect();
     if !forbidden.is_empty() {
         return Err(Error::ForbiddenImports { imports: forbidden, allowed });
     }
-    let exports: Vec<String> = ty.exports(&engine.engine).map(|(name, _)| name.to_string()).collect();
     let exported = |i: &str| exports.contains(&interface_name(i));
     let wrong_exports = || {
         Error::Incompatible(format!(
@@ -71,6 +82,15 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
     Ok(Policy { digest, info, imports, pre, limits: limits.clone(), clock, label })
 }
 
+/// The contract version of the first `podset:policy/…@VERSION` name that is not this
+/// host's.
+fn other_contract<'a>(names: impl IntoIterator<Item = &'a String>) -> Option<&'a str> {
+    names
+        .into_iter()
+        .filter_map(|n| n.strip_prefix("podset:policy/")?.split_once('@').map(|(_, v)| v))
+        .find(|v| *v != contract_version())
+}
+
 fn check_header(bytes: &[u8]) -> Result<()> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
         return Err(Error::NotWasm { prefix: bytes[..bytes.len().min(8)].to_vec() });
@@ -106,6 +126,15 @@ mod tests {
         assert!(!compatible("1.0.0", "2.0.0"));
         assert!(!compatible("0.1.0", "garbage"));
         assert!(!compatible("0.1.0", ""));
+    }
+
+    #[test]
+    fn another_contract_version_is_found_in_interface_names() {
+        let ours = format!("podset:policy/log@{}", contract_version());
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+        assert_eq!(other_contract(&names(&[&ours, "wasi:random/random@0.2.0"])), None);
+        let old = names(&[&ours, "podset:policy/identity@0.2.0"]);
+        assert_eq!(other_contract(&old), Some("0.2.0"));
     }
 
     #[test]

@@ -107,7 +107,6 @@ fn condition_to_guest(c: &Condition) -> guest_types::Condition {
 fn pod_to_guest(p: &podset::Pod) -> guest::Pod {
     guest::Pod {
         name: p.name.clone(),
-        uid: p.uid.clone(),
         phase: match p.phase {
             podset::PodPhase::Pending => guest::PodPhase::Pending,
             podset::PodPhase::Running => guest::PodPhase::Running,
@@ -117,9 +116,8 @@ fn pod_to_guest(p: &podset::Pod) -> guest::Pod {
         },
         ready: p.ready,
         deleting: p.deleting,
-        node_name: p.node_name.clone(),
+        scheduled: p.scheduled,
         created_at: p.created_at,
-        labels: labels_to_guest(&p.labels),
         restart_count: p.restart_count,
     }
 }

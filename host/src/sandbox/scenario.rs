@@ -172,10 +172,26 @@ fn unfold_bodies(value: Value) -> Value {
 /// Reads `value` (an input file's YAML) as an input of `policy`'s world.
 pub fn input_for(policy: &Policy, value: Value) -> Result<Input, Failure> {
     if policy.is_podset_world() {
-        serde_yaml::from_value(value).map(Input::PodSet).map_err(Failure::Input)
+        serde_yaml::from_value(podset_input_of_0_2(value)).map(Input::PodSet).map_err(Failure::Input)
     } else {
         serde_yaml::from_value(embed_json(value, false)).map(Input::Reconcile).map_err(Failure::Input)
     }
+}
+
+/// A PodSet input as contract 0.2.0 wrote it, in 0.3.0's terms: a pod's `node_name`
+/// becomes `scheduled` (whether there was one). The fields 0.3.0 dropped (`uid`,
+/// `labels`) are ignored when read, so recordings and scenarios of 0.2.0 keep working.
+fn podset_input_of_0_2(mut value: Value) -> Value {
+    if let Some(Value::Sequence(pods)) = value.get_mut("pods") {
+        for pod in pods.iter_mut().filter_map(Value::as_mapping_mut) {
+            if !pod.contains_key("scheduled")
+                && let Some(node) = pod.remove("node_name")
+            {
+                pod.insert("scheduled".into(), Value::Bool(!node.is_null()));
+            }
+        }
+    }
+    value
 }
 
 fn expected_actions(policy: &Policy, value: Value) -> Result<Actions, Failure> {
@@ -310,6 +326,25 @@ mod tests {
         let failed = write("x", "sha256:00", &input, Err("PolicyTrapped"));
         let s: Scenario = serde_yaml::from_str(&failed).expect("a scenario");
         assert_eq!(s.expect.error.as_deref(), Some("PolicyTrapped"));
+    }
+
+    #[test]
+    fn a_podset_input_written_for_contract_0_2_still_reads() {
+        use crate::contract::bindings::podset::Input as PInput;
+        // A pod as 0.2.0 wrote it, with the `uid` and `labels` 0.3.0 dropped.
+        let old = "podset: {name: web, namespace: ns, uid: u, generation: 1, labels: [], replicas: 1,\n  \
+                   status: {pod_names: [], available_replicas: 0, observed_generation: 0, conditions: []}}\n\
+                   pods:\n- {name: web-a, uid: a, phase: Running, ready: true, deleting: false, node_name: n1, \
+                   created_at: 1000, labels: [{key: app, value: web}], restart_count: 2}\n\
+                   in_flight: {creations: 0, deletions: []}\nnow: 5\n";
+        let value: Value = serde_yaml::from_str(old).expect("yaml");
+        let input: PInput = serde_yaml::from_value(podset_input_of_0_2(value)).expect("a 0.2.0 input reads");
+        assert_eq!((input.pods[0].name.as_str(), input.pods[0].restart_count), ("web-a", 2));
+        assert!(input.pods[0].scheduled, "a node name means scheduled");
+        let unscheduled = old.replace("node_name: n1", "node_name: null");
+        let value: Value = serde_yaml::from_str(&unscheduled).expect("yaml");
+        let input: PInput = serde_yaml::from_value(podset_input_of_0_2(value)).expect("a 0.2.0 input reads");
+        assert!(!input.pods[0].scheduled);
     }
 
     #[test]
