@@ -73,35 +73,42 @@ pub fn decide(input: &Input) -> Result<Vec<Action>, PolicyError> {
         Ordering::Equal => {}
     }
 
-    let status = observed_status(input, &active);
-    if status != podset.status {
+    if let Some(status) = changed_status(input, &active) {
         actions.push(Action::UpdateStatus(status));
     }
     Ok(actions)
 }
 
-/// The status that describes what is observed now.
-fn observed_status(input: &Input, active: &[&Pod]) -> PodsetStatus {
-    let mut pod_names: Vec<String> = active.iter().map(|p| p.name.clone()).collect();
-    pod_names.sort();
+/// The status that describes what is observed now, unless the current one does. The
+/// pod names are compared borrowed and copied only into a status that changed: a
+/// converged PodSet, the common reconcile, copies none.
+fn changed_status(input: &Input, active: &[&Pod]) -> Option<PodsetStatus> {
+    let mut names: Vec<&str> = active.iter().map(|p| p.name.as_str()).collect();
+    names.sort_unstable();
     let ready = active.iter().filter(|p| p.ready).count();
     let available_replicas = i32::try_from(ready).unwrap_or(i32::MAX);
     let replicas = input.podset.replicas;
     let enough = available_replicas >= replicas;
-    PodsetStatus {
-        pod_names,
+    let conditions = vec![Condition {
+        type_: AVAILABLE.into(),
+        status: if enough { ConditionStatus::True } else { ConditionStatus::False },
+        reason: if enough { "MinimumReplicasAvailable" } else { "MinimumReplicasUnavailable" }.into(),
+        message: format!(
+            "{available_replicas} of {replicas} pods ready{}",
+            if cfg!(feature = "canary") { " (canary policy)" } else { "" }
+        ),
+    }];
+    let current = &input.podset.status;
+    let same = current.pod_names.iter().map(String::as_str).eq(names.iter().copied())
+        && current.available_replicas == available_replicas
+        && current.observed_generation == input.podset.generation
+        && current.conditions == conditions;
+    (!same).then(|| PodsetStatus {
+        pod_names: names.into_iter().map(String::from).collect(),
         available_replicas,
         observed_generation: input.podset.generation,
-        conditions: vec![Condition {
-            type_: AVAILABLE.into(),
-            status: if enough { ConditionStatus::True } else { ConditionStatus::False },
-            reason: if enough { "MinimumReplicasAvailable" } else { "MinimumReplicasUnavailable" }.into(),
-            message: format!(
-                "{available_replicas} of {replicas} pods ready{}",
-                if cfg!(feature = "canary") { " (canary policy)" } else { "" }
-            ),
-        }],
-    }
+        conditions,
+    })
 }
 
 /// The ReplicaSet controller's scale-down order: the pod that is cheapest to lose first.
