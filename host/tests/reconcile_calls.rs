@@ -179,28 +179,33 @@ const PODS: &str = "/api/v1/namespaces/ns/pods";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
 
 #[tokio::test]
-async fn scaling_up_from_nothing_is_the_pods_their_events_and_one_status() {
+async fn scaling_up_from_nothing_is_the_pods_and_their_events_then_one_status() {
     let rig = Rig::new();
     let seen = rig.act(podset(2, json!({}), None), Vec::new()).await;
-    let mut lines: Vec<String> = seen.iter().map(Seen::line).collect();
-    // One write to the PodSet: its status, last, recording the digest that decided.
-    assert_eq!(lines.pop(), Some(format!("PATCH {PODSET}/status")));
+    let lines: Vec<String> = seen.iter().map(Seen::line).collect();
+    // No write to the PodSet yet: its status would name none of the pods, and the
+    // decision that observes them writes it.
     assert_eq!(lines, [format!("POST {PODS}"), format!("POST {PODS}")]);
-    let created: Vec<&Seen> = seen.iter().filter(|s| s.line() == format!("POST {PODS}")).collect();
-    let pod = &created[0].body;
-    assert_eq!(pod["metadata"]["generateName"], json!("web-"));
-    assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], json!("uid-web"));
-    assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], json!(true));
-    let status = seen.last().expect("the status");
-    assert_eq!(status.body["status"]["observedGeneration"], json!(2));
-    assert_eq!(status.body["status"][DIGEST_FIELD], json!(rig.digest()));
-    // Conditional on the version the decision was made from.
-    assert_eq!(status.body["metadata"]["resourceVersion"], json!("7"));
+    let created = &seen[0].body;
+    assert_eq!(created["metadata"]["generateName"], json!("web-"));
+    assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], json!("uid-web"));
+    assert_eq!(created["spec"]["securityContext"]["runAsNonRoot"], json!(true));
     // One Event per pod, about that pod.
     let mut about: Vec<Value> = rig.events(2).await.iter().map(|e| e.body["related"]["uid"].clone()).collect();
     about.sort_by_key(Value::to_string);
     assert_eq!(about.len(), 2);
     assert_ne!(about[0], about[1], "{about:?}");
+
+    // The pods observed: one write to the PodSet, its status, recording the digest.
+    let seen = rig.act(podset(2, json!({}), None), vec![pod("web-a"), pod("web-b")]).await;
+    let lines: Vec<String> = seen.iter().map(Seen::line).collect();
+    assert_eq!(lines, [format!("PUT {PODSET}/status")]);
+    let status = &seen[0];
+    assert_eq!(status.body["status"]["observedGeneration"], json!(2));
+    assert_eq!(status.body["status"]["podNames"], json!(["web-a", "web-b"]));
+    assert_eq!(status.body["status"][DIGEST_FIELD], json!(rig.digest()));
+    // Conditional on the version the decision was made from.
+    assert_eq!(status.body["metadata"]["resourceVersion"], json!("7"));
 }
 
 #[tokio::test]
@@ -220,11 +225,16 @@ async fn a_new_policy_alone_is_one_status_write_and_an_old_annotation_is_removed
     let pods = vec![pod("web-a"), pod("web-b")];
     let first = rig.act(podset(2, json!({}), Some("sha256:old")), pods.clone()).await;
     let status = first.iter().find(|s| s.path.ends_with("/status")).expect("a status write").body["status"].clone();
-    let mut converged = podset(2, status, Some("sha256:old"));
+    let mut converged = podset(2, status.clone(), Some("sha256:old"));
     let swapped = rig.act(converged.clone(), pods.clone()).await;
     let lines: Vec<String> = swapped.iter().map(Seen::line).collect();
-    assert_eq!(lines, [format!("PATCH {PODSET}/status")]);
-    assert_eq!(swapped[0].body["status"], json!({ DIGEST_FIELD: rig.digest() }), "only the digest changed");
+    assert_eq!(lines, [format!("PUT {PODSET}/status")]);
+    let mut expected = status;
+    expected[DIGEST_FIELD] = json!(rig.digest());
+    assert_eq!(swapped[0].body["status"], expected, "only the digest changed");
+    // The status alone, conditional on the version decided from: the server keeps the rest.
+    assert_eq!(swapped[0].body["metadata"]["resourceVersion"], json!("7"));
+    assert!(swapped[0].body.get("spec").is_none(), "{:?}", swapped[0].body);
 
     // An object from an operator that recorded the digest in an annotation.
     let legacy = podset_host::reconcile::execute::LEGACY_DIGEST_ANNOTATION;

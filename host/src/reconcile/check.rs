@@ -125,6 +125,7 @@ pub fn check(plan: Plan, observed: &Observed, resolved: &Resolved) -> Result<Che
         }
         out.status = Some(status);
     }
+    out.fold_status = plan.fold_status;
     for note in plan.events {
         out.events.push(event(note, observed)?);
     }

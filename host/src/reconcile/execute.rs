@@ -68,10 +68,12 @@ pub async fn execute(
     // After our own metadata write the cached parent is one version behind: writing
     // status against it would only meet a conflict.
     let parent = patched.as_ref().unwrap_or(parent);
-    let digest = admitted.policy.digest().to_string();
-    let next = status::next(parent, Ended::Decided { status: checked.status, digest: &digest });
-    if status::write(&parent_api, &ctx.written, &observed.parent_ref(), parent, next).await? == Outcome::Conflict {
-        return Ok(AFTER_CONFLICT);
+    if !checked.fold_status {
+        let digest = admitted.policy.digest().to_string();
+        let next = status::next(parent, Ended::Decided { status: checked.status, digest: &digest });
+        if status::write(&ctx.client, &ctx.written, &observed.parent_ref(), parent, next).await? == Outcome::Conflict {
+            return Ok(AFTER_CONFLICT);
+        }
     }
 
     if checked.finalize

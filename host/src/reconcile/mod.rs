@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource};
+use kube::api::ApiResource;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -216,9 +216,8 @@ async fn report_failure(
     let ev = event(EventType::Warning, condition, "Reconcile", format!("{reason}: {message}"), None);
     ctx.events.publish(&reference, ev, Origin::Host);
     let next = status::next(parent, status::Ended::Failed(status::Failure { condition, reason, message }));
-    let api: Api<Object> = Api::namespaced_with(ctx.client.clone(), &parent.namespace().unwrap_or_default(), resource);
     let key = ObjectRef::from_obj_with(parent, resource.clone());
-    if let Err(e) = status::write(&api, &ctx.written, &key, parent, next).await {
+    if let Err(e) = status::write(&ctx.client, &ctx.written, &key, parent, next).await {
         warn!(object = %parent.name_any(), "cannot write the PolicyFailed condition: {e}");
     }
 }

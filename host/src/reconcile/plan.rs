@@ -20,6 +20,10 @@ pub struct Plan {
     pub deletes: Vec<ChildKey>,
     /// The parent's whole next `status`.
     pub status: Option<Value>,
+    /// No status write at all from this decision, the digest's included: the next
+    /// decision, which comes as soon as this one's creations are observed, writes one
+    /// that describes them.
+    pub fold_status: bool,
     pub events: Vec<Note>,
     /// Milliseconds, as asked.
     pub requeue_ms: Option<u32>,
@@ -64,6 +68,7 @@ pub struct Checked {
     pub applies: Vec<Child>,
     pub deletes: Vec<Doomed>,
     pub status: Option<Value>,
+    pub fold_status: bool,
     pub events: Vec<Note>,
     pub requeue: Option<Duration>,
     pub finalize: bool,
