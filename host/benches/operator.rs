@@ -241,6 +241,9 @@ struct Round {
     /// CPU seconds the API server and etcd spent while it converged, per object.
     apiserver_cpu: f64,
     etcd_cpu: f64,
+    /// CPU seconds the controller spent meanwhile, per object: the operator, or the
+    /// whole controller manager for the ReplicaSet controller.
+    controller_cpu: f64,
     down: Duration,
     up: Duration,
     /// The operator's decision and reconcile time during the round.
@@ -378,11 +381,12 @@ where
     }
 }
 
-async fn round(client: &Client, peer: Peer, ns: &str, s: &Sizes, scale: bool) -> Round {
+async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &Sizes, scale: bool) -> Round {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &peer.resource());
     let names: Vec<String> = (0..s.objects).map(|i| format!("b-{i:04}")).collect();
     let before = apiserver_writes(client).await;
     let (apiserver_before, etcd_before) = (component_cpu("kube-apiserver"), component_cpu("etcd"));
+    let controller_before = cpu_seconds(controller);
     let started = Instant::now();
     let created = create_all(&api, peer, &names, s.replicas, started).await;
     let settled = settle(peer, &api, s.objects, i64::from(s.replicas), started).await;
@@ -398,6 +402,7 @@ async fn round(client: &Client, peer: Peer, ns: &str, s: &Sizes, scale: bool) ->
         controller_writes(peer, &before, &apiserver_writes(client).await).map(|w| w / s.objects as f64);
     let apiserver_cpu = (component_cpu("kube-apiserver") - apiserver_before) / s.objects as f64;
     let etcd_cpu = (component_cpu("etcd") - etcd_before) / s.objects as f64;
+    let controller_cpu = (cpu_seconds(controller) - controller_before) / s.objects as f64;
 
     let (mut down, mut up) = (Duration::ZERO, Duration::ZERO);
     if scale {
@@ -420,6 +425,7 @@ async fn round(client: &Client, peer: Peer, ns: &str, s: &Sizes, scale: bool) ->
         writes_by_resource,
         apiserver_cpu,
         etcd_cpu,
+        controller_cpu,
         down,
         up,
         split: Split::default(),
@@ -629,7 +635,9 @@ async fn main() {
             }
             let rp_writes = apiserver_writes(&client).await;
             // The native build and the shadowed operator are compared on converging only.
-            let mut result = round(&client, who.peer(), &ns, &s, !matches!(who, Who::Native | Who::Shadowed)).await;
+            let controller = operator.map_or_else(|| component_pid("kube-controller-manager"), |o| o.pid());
+            let mut result =
+                round(&client, who.peer(), controller, &ns, &s, !matches!(who, Who::Native | Who::Shadowed)).await;
             if let Some(o) = operator {
                 result.split = Split::of(o).await.minus(&before);
             }
@@ -673,7 +681,7 @@ async fn main() {
     // The same, once, at the controller manager's default client rate (20 QPS, burst 30).
     kcm_rate(20, 30);
     let ns = bench_namespace(&client, "bench", &run_label).await;
-    let default_rate = round(&client, Peer::ReplicaSet, &ns, &s, false).await;
+    let default_rate = round(&client, Peer::ReplicaSet, component_pid("kube-controller-manager"), &ns, &s, false).await;
     drop_namespace(&client, &ns).await;
     kcm_rate(1000, 1000);
 
@@ -721,6 +729,14 @@ async fn main() {
     // the writes' says each of ours costs more.
     t1.medians("API server CPU per object while converging", peer, ours, &|r| r.apiserver_cpu * 1e3, "ms CPU", None);
     t1.medians("etcd CPU per object while converging", peer, ours, &|r| r.etcd_cpu * 1e3, "ms CPU", None);
+    t1.medians(
+        "controller CPU per object while converging (the peer: the whole controller manager)",
+        peer,
+        ours,
+        &|r| r.controller_cpu * 1e3,
+        "ms CPU",
+        None,
+    );
     t1.medians(&format!("scale {} → 1, all objects", s.replicas), peer, ours, &|r| secs(r.down), "s", Some(1.0));
     t1.medians(&format!("scale 1 → {}, all objects", s.replicas), peer, ours, &|r| secs(r.up), "s", Some(1.0));
     t1.ratio(
@@ -820,7 +836,7 @@ async fn main() {
         isolated.as_secs_f64() * 1e6,
         sum / count.max(1.0) * 1e6,
         "µs",
-        None,
+        Some(1.5),
     );
     // The same decisions' CPU time: what the wall time holds beyond it is time the
     // deciding thread waited for a core, on a machine the control plane shares.
@@ -831,6 +847,14 @@ async fn main() {
         cpu / count.max(1.0) * 1e6,
         "µs",
         None,
+    );
+    // A large PodSet's decision alone, the module's own cost at 100 pods.
+    let hundred = isolated_decision(&good, 100);
+    t2.alone(
+        "policy decision alone, 100 pods converged, p50 (as `policy bench`)",
+        hundred.as_secs_f64() * 1e6,
+        "µs",
+        Some(30.0),
     );
     t2.alone("operator RSS, idle", idle_rss, "MiB", None);
     t2.alone(
