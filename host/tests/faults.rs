@@ -685,7 +685,7 @@ async fn a_crash_after_every_write_of_the_memcached_flow_changes_nothing_in_the_
 /// Which of a flow's fault points each run must reach.
 #[derive(PartialEq)]
 enum Reach {
-    /// The flow's writes are the same every run (the PodSet's 7).
+    /// The flow's writes are the same every run (the PodSet's 6).
     Every,
     /// A status written as pods become ready can take one write or two: three in four.
     Most,

@@ -95,12 +95,12 @@ pub async fn discover_all(client: &Client, d: &Declarations) -> Result<Resolved,
 /// The verbs the host uses on behalf of a policy.
 fn needs(r: &Resolved) -> Vec<(&'static str, &ApiResource, Option<&'static str>)> {
     let mut needs = Vec::new();
-    // The parent: watched, its metadata patched (finalizer, the deciding digest) and
-    // its status patched.
+    // The parent: watched, its metadata patched (the finalizer) and its status
+    // replaced (a PUT of the status alone, see reconcile/status.rs).
     for verb in ["get", "list", "watch", "patch"] {
         needs.push((verb, &r.parent, None));
     }
-    needs.push(("patch", &r.parent, Some("status")));
+    needs.push(("update", &r.parent, Some("status")));
     for child in &r.children {
         for verb in ["get", "list", "watch", "create", "patch", "delete"] {
             needs.push((verb, child, None));
