@@ -156,8 +156,9 @@ pub fn plan(actions: Vec<Action>, observed: &Observed) -> Result<Plan, Rejection
     // A PodSet's status only describes its pods. Written beside creations, it names
     // none of them, and the decision that sees them, milliseconds later, rewrites it:
     // make bench counted 3.0 status writes per new PodSet against the ReplicaSet
-    // controller's 2.1. The creations' expectations bring that decision (a lost
-    // creation expires them), and a failed one writes its failure: fold the two.
+    // controller's 2.1. The new pods' watch events bring that decision; a create that
+    // fails writes its failure, and one whose pod is never seen leaves an expectation
+    // that the next resync finds expired. Fold the two.
     plan.fold_status = creates > 0;
     Ok(plan)
 }
