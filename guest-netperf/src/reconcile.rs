@@ -44,33 +44,66 @@ pub fn reconcile(input: &Input) -> Result<Vec<Action>, PolicyError> {
     }
     let current: NetperfStatus = parent.status()?;
     let name = &parent.meta.name;
-    let (server, client) = (seen(input, &server_name(name))?, seen(input, &client_name(name))?);
-    let deadline = |pod: &Object| pod.meta.created_at + i64::from(spec.duration) * 1000 + GRACE_MS;
+    let step =
+        Step { input, spec, name, server: seen(input, &server_name(name))?, client: seen(input, &client_name(name))? };
 
     let mut next = current.clone();
     let mut actions = Vec::new();
     match current.status {
-        Phase::Initial => {
-            // Present already: this step was taken and its status write lost.
-            if matches!(server, Seen::Absent) {
-                actions.push(create(&server_pod(parent, &spec))?);
-                actions.push(event(false, "ServerCreated", format!("Created the server pod {}", server_name(name))));
-            }
-            next.status = Phase::Server;
-            next.server_pod = Some(server_name(name));
+        Phase::Initial => step.initial(&mut next, &mut actions)?,
+        Phase::Server => step.server(&mut next, &mut actions)?,
+        Phase::Test => step.test(&mut next, &mut actions),
+        Phase::Done | Phase::Error => {}
+    }
+    step.finish(&current, &next, &mut actions);
+    set_complete(&mut next, input);
+    actions.extend(next.update_from(&current)?);
+    Ok(actions)
+}
+
+/// What one decision looks at: the input, the spec, and the two pods as seen.
+struct Step<'a> {
+    input: &'a Input,
+    spec: NetperfSpec,
+    name: &'a str,
+    server: Seen<'a>,
+    client: Seen<'a>,
+}
+
+impl Step<'_> {
+    /// When a pod's part of the test is overdue: its duration and the grace after its start.
+    fn deadline(&self, pod: &Object) -> i64 {
+        pod.meta.created_at + i64::from(self.spec.duration) * 1000 + GRACE_MS
+    }
+
+    /// Initial: create the server pod.
+    fn initial(&self, next: &mut NetperfStatus, actions: &mut Vec<Action>) -> Result<(), PolicyError> {
+        let name = self.name;
+        // Present already: this step was taken and its status write lost.
+        if matches!(self.server, Seen::Absent) {
+            actions.push(create(&server_pod(&self.input.parent, &self.spec))?);
+            actions.push(event(false, "ServerCreated", format!("Created the server pod {}", server_name(name))));
         }
-        Phase::Server => match &server {
-            Seen::Absent | Seen::Going => fail(&mut next, format!("the server pod {} vanished", server_name(name))),
+        next.status = Phase::Server;
+        next.server_pod = Some(server_name(name));
+        Ok(())
+    }
+
+    /// Server: once it serves, create the client pod against its IP.
+    fn server(&self, next: &mut NetperfStatus, actions: &mut Vec<Action>) -> Result<(), PolicyError> {
+        let name = self.name;
+        match &self.server {
+            Seen::Absent | Seen::Going => fail(next, format!("the server pod {} vanished", server_name(name))),
             Seen::Creating => {}
             Seen::Present(pod, state) => {
                 if let Some(exit) = state.exited() {
-                    fail(&mut next, format!("the server pod {} stopped: {exit}", server_name(name)));
-                } else if !matches!(client, Seen::Absent) {
+                    fail(next, format!("the server pod {} stopped: {exit}", server_name(name)));
+                } else if !matches!(self.client, Seen::Absent) {
                     // The client exists: this step was taken and its status write lost.
                     next.status = Phase::Test;
                     next.client_pod = Some(client_name(name));
                 } else if let Some(ip) = state.serving() {
-                    actions.push(create(&client_pod(parent, &spec, ip))?);
+                    actions.push(create(&client_pod(&self.input.parent, &self.spec, ip))?);
                     actions.push(event(
                         false,
                         "TestStarted",
@@ -78,16 +111,22 @@ pub fn reconcile(input: &Input) -> Result<Vec<Action>, PolicyError> {
                     ));
                     next.status = Phase::Test;
                     next.client_pod = Some(client_name(name));
-                } else if input.now >= deadline(pod) {
-                    fail(&mut next, format!("the server pod {} did not serve in time", server_name(name)));
+                } else if self.input.now >= self.deadline(pod) {
+                    fail(next, format!("the server pod {} did not serve in time", server_name(name)));
                 } else {
-                    actions.push(Action::RequeueAfter(millis(deadline(pod) - input.now)));
+                    actions.push(Action::RequeueAfter(millis(self.deadline(pod) - self.input.now)));
                 }
             }
-        },
-        Phase::Test => match (&client, &server) {
+        }
+        Ok(())
+    }
+
+    /// Test: read the client's report once it succeeded; fail on anything else.
+    fn test(&self, next: &mut NetperfStatus, actions: &mut Vec<Action>) {
+        let name = self.name;
+        match (&self.client, &self.server) {
             (Seen::Absent | Seen::Going, _) => {
-                fail(&mut next, format!("the client pod {} vanished mid-test", client_name(name)))
+                fail(next, format!("the client pod {} vanished mid-test", client_name(name)))
             }
             (Seen::Creating, _) => {}
             (Seen::Present(pod, state), _) if state.phase == "Succeeded" => match iperf::speed(state.message()) {
@@ -96,54 +135,53 @@ pub fn reconcile(input: &Input) -> Result<Vec<Action>, PolicyError> {
                     next.speed_bits_per_sec = Some(bps);
                     next.message = None;
                 }
-                Err(e) => fail(&mut next, format!("{}: {e}", pod.meta.name)),
+                Err(e) => fail(next, format!("{}: {e}", pod.meta.name)),
             },
             (Seen::Present(pod, state), _) if state.phase == "Failed" => {
                 let exit = state.exited().unwrap_or_else(|| "failed".into());
-                fail(&mut next, format!("the client pod {} failed: {exit}", pod.meta.name))
+                fail(next, format!("the client pod {} failed: {exit}", pod.meta.name))
             }
             (_, Seen::Absent | Seen::Going) => {
-                fail(&mut next, format!("the server pod {} vanished mid-test", server_name(name)))
+                fail(next, format!("the server pod {} vanished mid-test", server_name(name)))
             }
             (_, Seen::Present(_, s)) if s.exited().is_some() => fail(
-                &mut next,
+                next,
                 format!("the server pod {} stopped mid-test: {}", server_name(name), s.exited().unwrap_or_default()),
             ),
-            (Seen::Present(pod, _), _) if input.now >= deadline(pod) => fail(
-                &mut next,
-                format!("no result within {} s of the client's start", i64::from(spec.duration) + GRACE_MS / 1000),
+            (Seen::Present(pod, _), _) if self.input.now >= self.deadline(pod) => fail(
+                next,
+                format!("no result within {} s of the client's start", i64::from(self.spec.duration) + GRACE_MS / 1000),
             ),
-            (Seen::Present(pod, _), _) => actions.push(Action::RequeueAfter(millis(deadline(pod) - input.now))),
-        },
-        Phase::Done | Phase::Error => {}
+            (Seen::Present(pod, _), _) => {
+                actions.push(Action::RequeueAfter(millis(self.deadline(pod) - self.input.now)))
+            }
+        }
     }
 
-    // Done or failed: the pods have served (a failed server would hold its node's port).
-    // They go only once the status says so: the result is read from the client pod, so
-    // deleting it in the decision that records the result would lose the result with it
-    // if the operator died between the two writes (the host deletes before it writes the
-    // status). Found by the fault suite's crash after every write of this flow.
-    if current.status.finished() {
-        for (pod, _) in [&server, &client].into_iter().filter_map(Seen::present) {
-            actions.push(delete(POD, &pod.meta.name));
-        }
-    } else if next.status.finished() {
-        actions.push(match (&next.status, &next.message) {
-            (Phase::Error, Some(m)) => event(true, "TestFailed", m.clone()),
-            _ => {
-                let bps = next.speed_bits_per_sec.unwrap_or_default();
-                event(false, "Measured", format!("{:.2} Gbit/s ({bps} bits/s)", bps as f64 / 1e9))
+    /// Done or failed: the pods have served (a failed server would hold its node's port).
+    /// They go only once the status says so: the result is read from the client pod, so
+    /// deleting it in the decision that records the result would lose the result with it
+    /// if the operator died between the two writes (the host deletes before it writes the
+    /// status). Found by the fault suite's crash after every write of this flow.
+    fn finish(&self, current: &NetperfStatus, next: &NetperfStatus, actions: &mut Vec<Action>) {
+        let pods = || [&self.server, &self.client].into_iter().filter_map(Seen::present);
+        if current.status.finished() {
+            actions.extend(pods().map(|(pod, _)| delete(POD, &pod.meta.name)));
+        } else if next.status.finished() {
+            actions.push(match (&next.status, &next.message) {
+                (Phase::Error, Some(m)) => event(true, "TestFailed", m.clone()),
+                _ => {
+                    let bps = next.speed_bits_per_sec.unwrap_or_default();
+                    event(false, "Measured", format!("{:.2} Gbit/s ({bps} bits/s)", bps as f64 / 1e9))
+                }
+            });
+            // Our own status write wakes nobody: with pods to clean up, ask to be called
+            // again. (The host does not decide from a cache behind that write.)
+            if pods().next().is_some() {
+                actions.push(Action::RequeueAfter(1));
             }
-        });
-        // Our own status write wakes nobody: with pods to clean up, ask to be called
-        // again. (The host does not decide from a cache behind that write.)
-        if [&server, &client].into_iter().any(|p| p.present().is_some()) {
-            actions.push(Action::RequeueAfter(1));
         }
     }
-    set_complete(&mut next, input);
-    actions.extend(next.update_from(&current)?);
-    Ok(actions)
 }
 
 fn fail(next: &mut NetperfStatus, message: String) {
