@@ -339,7 +339,10 @@ on_failed_up() {
   fi
 }
 
-cmd_up() {
+# Up already (returns 0), or a state dir to start afresh in (returns 1): a broken
+# cluster's leftovers are stopped and cleared, its logs kept; a directory that is not
+# a cluster's is refused.
+up_already() {
   if [ -f "$MARKER" ]; then
     if healthy 15; then
       log "already up: $APISERVER_URL (KUBECONFIG=$CLUSTER_DIR/kubeconfig)"
@@ -362,10 +365,12 @@ cmd_up() {
     die "$CLUSTER_DIR exists and is not a cluster state dir (no $(basename "$MARKER")); refusing to use it"
   fi
 
-  local t0=$SECONDS
-  command -v setsid >/dev/null || die "setsid (util-linux) is required"
-  apt_install openssl curl iproute2 docker-registry apache2-utils
-  local ETCD KUBE_APISERVER KUBE_CONTROLLER_MANAGER KUBE_SCHEDULER KUBELET KUBECTL line
+  return 1
+}
+
+# ETCD, KUBE_APISERVER, … KUBECTL: the binaries hack/k8s-binaries.sh provides.
+find_binaries() {
+  local line
   while IFS= read -r line; do
     case "$line" in
       ETCD=*) ETCD=${line#*=} ;;
@@ -380,19 +385,26 @@ cmd_up() {
     || [ -z "${KUBE_SCHEDULER:-}" ] || [ -z "${KUBELET:-}" ] || [ -z "${KUBECTL:-}" ]; then
     die "hack/k8s-binaries.sh did not provide etcd and the Kubernetes binaries"
   fi
-  [ "${REAL_NODE:-1}" = 0 ] || node_check
+}
 
-  local sim_bin=""
+# SIM_BIN: the node simulator, built (SIM_NODE=0: none).
+build_node_sim() {
+  SIM_BIN=""
   if [ "${SIM_NODE:-1}" != 0 ]; then
     command -v cargo >/dev/null || die "cargo not found (needed to build the node simulator; SIM_NODE=0 skips it)"
     log "building the node simulator (cargo may first wait for another build's lock)"
     (cd "$ROOT" && cargo build -q -p podset-node-sim) || die "building podset-node-sim failed"
     local target="${CARGO_TARGET_DIR:-$ROOT/target}"
     case "$target" in /*) ;; *) target="$ROOT/$target" ;; esac
-    sim_bin="$target/debug/podset-node-sim"
-    [ -x "$sim_bin" ] || die "built podset-node-sim but $sim_bin is missing"
+    SIM_BIN="$target/debug/podset-node-sim"
+    [ -x "$SIM_BIN" ] || die "built podset-node-sim but $SIM_BIN is missing"
   fi
 
+}
+
+# ETCD_PORT, ETCD_PEER_PORT, APISERVER_PORT, REGISTRY_PORT: given ones must be free,
+# the others the kernel picks.
+pick_ports() {
   # Ports: explicit ones must be free; otherwise let the kernel pick.
   local picked p var
   read -r -a picked <<<"$(free_ports)"
@@ -408,6 +420,10 @@ cmd_up() {
     fi
   done
 
+}
+
+# The state dir, the cluster's kubectl on PATH, the components this cluster runs.
+prepare_state_dir() {
   mkdir -p "$CLUSTER_DIR" "$PID_DIR" "$LOG_DIR" "$CLUSTER_DIR/etcd" "$CLUSTER_DIR/certs" "$CLUSTER_DIR/bin"
   chmod 700 "$CLUSTER_DIR"
   touch "$MARKER"
@@ -415,8 +431,6 @@ cmd_up() {
   # (PATH="$CLUSTER_DIR/bin:$PATH").
   ln -sfn "$KUBECTL" "$CLUSTER_DIR/bin/kubectl"
   PATH="$CLUSTER_DIR/bin:$PATH"
-  # From here on, a failure stops whatever was started: no orphans, logs stay for inspection.
-  trap on_failed_up EXIT
 
   local c
   for c in "${ALL_COMPONENTS[@]}"; do
@@ -427,6 +441,11 @@ cmd_up() {
     esac
   done >"$CLUSTER_DIR/components"
 
+}
+
+# Certificates, the registry's config and one bearer token per client; API_ADDR and
+# APISERVER_URL.
+make_credentials() {
   # Credentials: a service-account signing keypair and one bearer token per client, so the
   # audit log tells the operator's writes (admin) from the simulator's and the controllers'.
   openssl genrsa -out "$CLUSTER_DIR/certs/sa.key" 2048 2>/dev/null || die "openssl genrsa failed"
@@ -435,7 +454,6 @@ cmd_up() {
   REGISTRY="127.0.0.1:$REGISTRY_PORT"
   registry_config
   APISERVER_TOKEN=$(openssl rand -hex 24)
-  local sim_token kcm_token scheduler_token kubelet_token
   sim_token=$(openssl rand -hex 24)
   kcm_token=$(openssl rand -hex 24)
   scheduler_token=$(openssl rand -hex 24)
@@ -459,6 +477,9 @@ cmd_up() {
   fi
   APISERVER_URL="https://$API_ADDR:$APISERVER_PORT"
 
+}
+
+write_audit_policy() {
   cat >"$CLUSTER_DIR/audit-policy.yaml" <<'EOF'
 # Metadata-level records of writes to the workloads the tests count: pods, PodSets,
 # Deployments, ReplicaSets, Memcacheds (incl. subresources such as pods/status,
@@ -482,6 +503,10 @@ rules:
 - level: None
 EOF
 
+}
+
+# A kubeconfig per client, and the env file the scripts and tests source.
+write_client_config() {
   write_kubeconfig "$CLUSTER_DIR/kubeconfig" admin "$APISERVER_TOKEN"
   write_kubeconfig "$CLUSTER_DIR/sim.kubeconfig" podset-node-sim "$sim_token"
   write_kubeconfig "$CLUSTER_DIR/kcm.kubeconfig" system:kube-controller-manager "$kcm_token"
@@ -507,6 +532,9 @@ REGISTRY_PASSWORD=$REGISTRY_PASSWORD
 REGISTRY_AUTH=$CLUSTER_DIR/registry/auth.json
 EOF
 
+}
+
+start_etcd_and_registry() {
   log "starting etcd on 127.0.0.1:$ETCD_PORT"
   start etcd "$ETCD" --name=default --data-dir="$CLUSTER_DIR/etcd" \
     --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
@@ -521,6 +549,9 @@ EOF
     docker-registry serve "$CLUSTER_DIR/registry/config.yml"
   wait_for registry 20 registry_ready
 
+}
+
+start_apiserver() {
   log "starting kube-apiserver on $APISERVER_URL"
   start kube-apiserver "$KUBE_APISERVER" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" --bind-address="$API_ADDR" --advertise-address="$API_ADDR" \
@@ -536,6 +567,9 @@ EOF
     --audit-log-format=json --audit-log-mode=blocking
   wait_for kube-apiserver "$READY_TIMEOUT" readyz
 
+}
+
+install_crds() {
   # The project's CRDs go in before the garbage collector starts: it discovers
   # resource types every 30 s, so a PodSet type installed later would leave deleted
   # PodSets' pods alive for up to a minute.
@@ -552,6 +586,9 @@ EOF
     done
   fi
 
+}
+
+start_controllers() {
   # deployment + replicaset: the Memcached policy owns a Deployment, and the real
   # ReplicaSet controller is the peer the benchmarks measure against. node-lifecycle:
   # takes the not-ready taint off a node once it is Ready. root-ca-certificate-publisher:
@@ -571,12 +608,17 @@ EOF
   start kube-scheduler "$KUBE_SCHEDULER" --kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" --leader-elect=false \
     --bind-address=127.0.0.1 --secure-port=0 --kube-api-qps=1000 --kube-api-burst=1000
 
+}
+
+# The real node (REAL_NODE=0: none) and the simulated one, then a last look at the
+# components that have no health endpoint.
+start_nodes() {
   [ "${REAL_NODE:-1}" = 0 ] || node_up "$KUBELET" "$APISERVER_PORT"
 
-  if [ -n "$sim_bin" ]; then
+  if [ -n "$SIM_BIN" ]; then
     log "starting the node simulator (node $SIM_NODE_NAME)"
     start node-sim env KUBECONFIG="$CLUSTER_DIR/sim.kubeconfig" RUST_LOG="${SIM_LOG:-info}" \
-      "$sim_bin" --kubeconfig="$CLUSTER_DIR/sim.kubeconfig" --node-name="$SIM_NODE_NAME"
+      "$SIM_BIN" --kubeconfig="$CLUSTER_DIR/sim.kubeconfig" --node-name="$SIM_NODE_NAME"
     wait_for node-sim 30 node_ready
   fi
   # The controller-manager and scheduler have no health endpoint here (ports 0): at
@@ -587,6 +629,28 @@ EOF
       die "$c exited during startup"
     }
   done
+}
+
+cmd_up() {
+  up_already && return 0
+  local t0=$SECONDS
+  command -v setsid >/dev/null || die "setsid (util-linux) is required"
+  apt_install openssl curl iproute2 docker-registry apache2-utils
+  find_binaries
+  [ "${REAL_NODE:-1}" = 0 ] || node_check
+  build_node_sim
+  pick_ports
+  prepare_state_dir
+  # From here on, a failure stops whatever was started: no orphans, logs stay for inspection.
+  trap on_failed_up EXIT
+  make_credentials
+  write_audit_policy
+  write_client_config
+  start_etcd_and_registry
+  start_apiserver
+  install_crds
+  start_controllers
+  start_nodes
   trap - EXIT
   log "up in $((SECONDS - t0))s: $APISERVER_URL"
   log "  export KUBECONFIG=$CLUSTER_DIR/kubeconfig   (or: set -a; . $CLUSTER_DIR/env; set +a)"
