@@ -17,4 +17,4 @@ if [ -n "${FAULT_SEED:-}" ]; then
 else
   log "sequences: $SEQUENCE_SEEDS new seeds"
 fi
-cargo test -p podset-host --features native-podset --test sequences -- --nocapture
+cargo test -p podset-host --features native-podset,cluster-tests --test cluster -- sequences:: --nocapture

@@ -14,7 +14,7 @@ cargo fmt --all -- --check || die "cargo fmt would change files: run cargo fmt -
 log "building (native)"
 # native-podset: the property tests compare the policy's native build with its .wasm,
 # and the benchmarks' smoke run decides both ways.
-cargo build --workspace --all-targets --features podset-host/native-podset
+cargo build --workspace --all-targets --features podset-host/native-podset,podset-host/cluster-tests,podset-node-sim/cluster-tests
 cargo build -p podset-host --features fault-suite,native-podset --tests
 
 log "building policies (wasm32)"
@@ -57,7 +57,7 @@ rm -rf "$scaffold_dir"
 
 log "unit and integration tests"
 tests=0
-cargo test --workspace --features podset-host/native-podset --no-fail-fast 2>&1 | tee -a "$results" || tests=$?
+cargo test --workspace --features podset-host/native-podset,podset-host/cluster-tests,podset-node-sim/cluster-tests --no-fail-fast 2>&1 | tee -a "$results" || tests=$?
 
 # Every benchmark once, small, with the debug builds: they must keep running (their
 # figures mean nothing here; `make bench` measures).

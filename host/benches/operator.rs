@@ -584,6 +584,26 @@ fn machine() -> String {
     format!("{cores} cores, {}", model.unwrap_or_else(|| "unknown CPU".into()))
 }
 
+/// The operator under test: a shard for the rounds, and the same build deciding natively.
+struct Contenders {
+    op: common::Operator,
+    native_op: common::Operator,
+    run_label: String,
+    native_label: String,
+    file: std::path::PathBuf,
+    good: Vec<u8>,
+    canary: Vec<u8>,
+}
+
+/// What the rounds measured.
+struct Rounds {
+    by: HashMap<Who, Vec<Round>>,
+    /// The peer at the controller manager's default client rate.
+    default_rate: Round,
+    swap: Option<Duration>,
+    busy_rss: f64,
+}
+
 #[tokio::main]
 async fn main() {
     let (s, quick) = Sizes::from_env();
@@ -607,7 +627,43 @@ async fn main() {
     op.ready().await;
     native_op.ready().await;
     let idle_rss = rss(op.pid());
+    let c = Contenders { op, native_op, run_label, native_label, file, good, canary };
 
+    let rounds = alternating_rounds(&client, &s, &c).await;
+    let by = &rounds.by;
+    let (peer, ours, native, shadowed) =
+        (&by[&Who::ReplicaSet], &by[&Who::Wasm], &by[&Who::Native], &by[&Who::Shadowed]);
+    let t1 = versus_replicasets(&s, peer, ours, &rounds.default_rate);
+    let tn = native_vs_wasm(&s, native, ours);
+    let ts = with_a_shadow(&s, ours, shadowed);
+    let t2 = operator_at_size(&s, &c, &rounds, idle_rss).await;
+    // The scale table and the curve start operators of their own.
+    let run_label = c.run_label.clone();
+    drop(c);
+
+    let t3 = scale(&client, &s, &run_label).await;
+    let t4 = curve(&client, &s, &run_label).await;
+    report(
+        &client,
+        quick,
+        &[
+            (&t1, "ReplicaSet controller"),
+            (&tn, "native"),
+            (&ts, "no shadow"),
+            (&t2, "reference"),
+            (&t3, "reference"),
+            (&t4, "ReplicaSet controller"),
+        ],
+    )
+    .await;
+}
+
+/// The alternating rounds of the four contenders (the peer, the operator, its native
+/// build, the operator with a shadow), then one round of the peer at its default client
+/// rate; the hot swap after the operator's last round.
+async fn alternating_rounds(client: &Client, s: &Sizes, c: &Contenders) -> Rounds {
+    let (op, native_op, run_label, native_label) = (&c.op, &c.native_op, &c.run_label, &c.native_label);
+    let (file, good, canary) = (&c.file, &c.good, &c.canary);
     // Alternating rounds, the controller manager's client rate out of the way.
     kcm_rate(1000, 1000);
     let mut rounds: HashMap<Who, Vec<Round>> = HashMap::new();
@@ -620,33 +676,33 @@ async fn main() {
         }
         for who in order {
             let (label, operator) = match who {
-                Who::Native => (&native_label, Some(&native_op)),
-                Who::Wasm | Who::Shadowed => (&run_label, Some(&op)),
-                Who::ReplicaSet => (&run_label, None),
+                Who::Native => (native_label, Some(native_op)),
+                Who::Wasm | Who::Shadowed => (run_label, Some(op)),
+                Who::ReplicaSet => (run_label, None),
             };
-            let ns = bench_namespace(&client, "bench", label).await;
+            let ns = bench_namespace(client, "bench", label).await;
             let before = match operator {
                 Some(o) => Split::of(o).await,
                 None => Split::default(),
             };
             if who == Who::Shadowed {
-                common::publish_shadow(&client, &ns, "shadow", "shadow-module", &good, None).await;
-                common::policy_loaded(&client, &ns, "shadow", &op).await;
+                common::publish_shadow(client, &ns, "shadow", "shadow-module", good, None).await;
+                common::policy_loaded(client, &ns, "shadow", op).await;
             }
-            let rp_writes = apiserver_writes(&client).await;
+            let rp_writes = apiserver_writes(client).await;
             // The native build and the shadowed operator are compared on converging only.
             let controller = operator.map_or_else(|| component_pid("kube-controller-manager"), |o| o.pid());
             let mut result =
-                round(&client, who.peer(), controller, &ns, &s, !matches!(who, Who::Native | Who::Shadowed)).await;
+                round(client, who.peer(), controller, &ns, s, !matches!(who, Who::Native | Who::Shadowed)).await;
             if let Some(o) = operator {
                 result.split = Split::of(o).await.minus(&before);
             }
             if who == Who::Shadowed {
                 // The tally is written every few seconds: let the last one land.
                 tokio::time::sleep(podset_host::sources::cluster::SHADOW_REPORT).await;
-                result.shadow = ShadowSplit::of(&op, &ns).await;
+                result.shadow = ShadowSplit::of(op, &ns).await;
                 let key = ("reconcilepolicies".to_string(), "status".to_string());
-                let after = apiserver_writes(&client).await;
+                let after = apiserver_writes(client).await;
                 result.shadow.status_writes = after.get(&key).unwrap_or(&0.0) - rp_writes.get(&key).unwrap_or(&0.0);
                 eprintln!(
                     "round {} shadow: {:.0} decisions, {:.0} agreed, {:.0} dropped, {:.0} µs each, {:.0} status writes",
@@ -671,22 +727,25 @@ async fn main() {
             if who == Who::Wasm {
                 busy_rss = f64::max(busy_rss, rss(op.pid()));
                 if r + 1 == s.rounds {
-                    swap = Some(hot_swap(&client, &ns, &file, &good, &canary, s.objects, s.replicas).await);
+                    swap = Some(hot_swap(client, &ns, file, good, canary, s.objects, s.replicas).await);
                 }
             }
             rounds.entry(who).or_default().push(result);
-            drop_namespace(&client, &ns).await;
+            drop_namespace(client, &ns).await;
         }
     }
     // The same, once, at the controller manager's default client rate (20 QPS, burst 30).
     kcm_rate(20, 30);
-    let ns = bench_namespace(&client, "bench", &run_label).await;
-    let default_rate = round(&client, Peer::ReplicaSet, component_pid("kube-controller-manager"), &ns, &s, false).await;
-    drop_namespace(&client, &ns).await;
+    let ns = bench_namespace(client, "bench", run_label).await;
+    let default_rate = round(client, Peer::ReplicaSet, component_pid("kube-controller-manager"), &ns, s, false).await;
+    drop_namespace(client, &ns).await;
     kcm_rate(1000, 1000);
 
-    let (peer, ours, native) = (&rounds[&Who::ReplicaSet], &rounds[&Who::Wasm], &rounds[&Who::Native]);
-    let shadowed = &rounds[&Who::Shadowed];
+    Rounds { by: rounds, default_rate, swap, busy_rss }
+}
+
+/// PodSet against the ReplicaSet controller.
+fn versus_replicasets(s: &Sizes, peer: &[Round], ours: &[Round], default_rate: &Round) -> Table {
     let secs = |d: Duration| d.as_secs_f64();
     let mut t1 = Table::new(&format!(
         "PodSet vs the ReplicaSet controller: {} objects × {} replicas, {} alternating rounds (medians)",
@@ -754,6 +813,12 @@ async fn main() {
         None,
     );
 
+    t1
+}
+
+/// The same operator with guest-podset linked in natively, against its .wasm.
+fn native_vs_wasm(s: &Sizes, native: &[Round], ours: &[Round]) -> Table {
+    let secs = |d: Duration| d.as_secs_f64();
     let mut tn = Table::new(&format!(
         "Same logic, native vs Wasm: guest-podset linked into the operator vs its .wasm, {} × {}, {} alternating rounds (medians)",
         s.objects, s.replicas, s.rounds
@@ -770,6 +835,12 @@ async fn main() {
     tn.medians("mean decision inside the operator", native, ours, &|r| r.split.mean_decision() * 1e6, "µs", None);
     tn.medians("decisions' share of reconcile time, %", native, ours, &|r| r.split.decision_share() * 100.0, "", None);
 
+    tn
+}
+
+/// The operator with a shadow of the same module, against it without.
+fn with_a_shadow(s: &Sizes, ours: &[Round], shadowed: &[Round]) -> Table {
+    let secs = |d: Duration| d.as_secs_f64();
     let mut ts = Table::new(&format!(
         "Shadow: {} × {}, a shadow of the same module beside every decision vs none, {} alternating rounds (medians)",
         s.objects, s.replicas, s.rounds
@@ -814,8 +885,16 @@ async fn main() {
         None,
     );
 
+    ts
+}
+
+/// The operator at the rounds' size: the hot swap, its decision against the module
+/// alone, its memory.
+async fn operator_at_size(s: &Sizes, c: &Contenders, rounds: &Rounds, idle_rss: f64) -> Table {
+    let (op, good, busy_rss) = (&c.op, &c.good, rounds.busy_rss);
+    let secs = |d: Duration| d.as_secs_f64();
     let mut t2 = Table::new(&format!("The operator at {} PodSets", s.objects));
-    if let Some(swap) = swap {
+    if let Some(swap) = rounds.swap {
         t2.alone(
             &format!("hot swap: policy file replaced → all {} report the new digest", s.objects),
             secs(swap),
@@ -827,7 +906,7 @@ async fn main() {
     let metrics = op.metrics().await;
     let sum = common::sum_metric(&metrics, "podset_policy_decision_duration_seconds_sum", r#"children="1-9""#);
     let count = common::sum_metric(&metrics, "podset_policy_decision_duration_seconds_count", r#"children="1-9""#);
-    let isolated = isolated_decision(&good, s.replicas as usize);
+    let isolated = isolated_decision(good, s.replicas as usize);
     t2.ratio(
         &format!(
             "policy decision, 1-{} pods: alone (p50 at {0}, as `policy bench`) vs inside the operator (mean)",
@@ -849,7 +928,7 @@ async fn main() {
         None,
     );
     // A large PodSet's decision alone, the module's own cost at 100 pods.
-    let hundred = isolated_decision(&good, 100);
+    let hundred = isolated_decision(good, 100);
     t2.alone(
         "policy decision alone, 100 pods converged, p50 (as `policy bench`)",
         hundred.as_secs_f64() * 1e6,
@@ -863,12 +942,11 @@ async fn main() {
         "MiB",
         None,
     );
-    drop(op);
-    drop(native_op);
+    t2
+}
 
-    let t3 = scale(&client, &s, &run_label).await;
-    let t4 = curve(&client, &s, &run_label).await;
-
+/// The tables as Markdown, printed, and written to bench/results/latest.md unless quick.
+async fn report(client: &Client, quick: bool, tables: &[(&Table, &str)]) {
     let mut md = format!(
         "# Benchmarks\n\n`make bench`{} on {}, {}. Embedded control plane (Kubernetes {}), simulated node (pods ready 1 s after they start), operator `{}`.\n\n",
         if quick { " (BENCH_QUICK=1: a smoke run, sizes not meaningful)" } else { "" },
@@ -878,17 +956,8 @@ async fn main() {
         // Relative to the repository: results name no machine's paths.
         relative(&common::operator_binary()).display()
     );
-    md += &t1.markdown("ReplicaSet controller");
-    md += "\n";
-    md += &tn.markdown("native");
-    md += "\n";
-    md += &ts.markdown("no shadow");
-    md += "\n";
-    md += &t2.markdown("reference");
-    md += "\n";
-    md += &t3.markdown("reference");
-    md += "\n";
-    md += &t4.markdown("ReplicaSet controller");
+    let parts: Vec<String> = tables.iter().map(|(t, against)| t.markdown(against)).collect();
+    md += &parts.join("\n");
     println!("\n{md}");
     if !quick {
         let path = common::workspace().join("bench/results/latest.md");
@@ -1124,7 +1193,7 @@ async fn children_lookup(client: &Client, ns: &str, podsets: &Api<DynamicObject>
 fn isolated_decision(module: &[u8], pods: usize) -> Duration {
     let engine = podset_host::sandbox::PolicyEngine::new(podset_host::sandbox::Limits::default()).expect("engine");
     let policy = engine.load(module).expect("the policy loads");
-    let rows = podset_host::sandbox::bench::run(&policy, &[pods], Duration::from_millis(500)).expect("policy bench");
+    let rows = podset_host::author::bench::run(&policy, &[pods], Duration::from_millis(500)).expect("policy bench");
     rows.iter().find(|r| r.workload == "converged").map(|r| r.p50).unwrap_or_default()
 }
 

@@ -1,32 +1,31 @@
 //! podset-host: a Kubernetes operator whose reconcile decisions, for any custom
 //! resource, are made by sandboxed WebAssembly policies.
 //!
-//! The flow of one reconcile, and where each part lives:
-//! - [`contract`]: the host side of `wit/` — bindings, declarations, and the
-//!   translation between observed objects, each world's input and actions, and plans
-//! - [`sandbox`]: loads policy components and runs decisions within limits
+//! The modules stand on floors and import only from the floors below (a test,
+//! `tests/layers.rs`, holds them to it):
+//!
+//! - [`operator`]: builds and runs everything; [`author`]: the `policy` subcommand;
+//!   [`reference`]: the reference pages generated from the CLI and the metrics
+//! - [`sources`]: where policies come from (files, registries, ReconcilePolicy objects)
 //! - [`reconcile`]: observe → decide → check → execute → status, one controller per kind
-//! - [`registry`] and [`sources`]: which policy decides which object; hot swaps
-//! - [`kubernetes`]: the client, caches, watches, access checks and Events
-//! - [`oci`] and [`signature`]: policies from registries, and their signatures
-//! - [`context`], [`operator`], [`metrics`]: shared state and wiring
-//! - [`crd`]: the operator's own resources (the CRD YAML is generated from them)
-//! - [`scaffold`]: `policy new`, a policy crate for the user's own CRD
+//! - [`registry`]: which policy decides which object; [`scenario`]: decisions written down
+//! - [`kubernetes`]: client, caches, watches, access checks, Events; [`sandbox`]: loads
+//!   policy components and runs decisions within limits; [`oci`]: registries
+//! - [`contract`]: the bindings of `wit/` and what a policy declares; [`signature`]
+//! - [`crd`], [`metrics`], [`conditions`]: the operator's resources and what it reports
 
+pub mod author;
 pub mod conditions;
-pub mod context;
 pub mod contract;
 pub mod crd;
-pub mod error;
 pub mod kubernetes;
 pub mod metrics;
 pub mod oci;
 pub mod operator;
 pub mod reconcile;
+pub mod reference;
 pub mod registry;
 pub mod sandbox;
-pub mod scaffold;
+pub mod scenario;
 pub mod signature;
 pub mod sources;
-
-pub use error::{Error, Result};

@@ -1,4 +1,5 @@
-//! `podset-host run`: [`build`] makes the shared [`Context`] and loads the policy
+//! `podset-host run`: [`build`] makes the reconcilers' [`Context`] and the policy
+//! [`Sources`] and loads the policy
 //! files, failing fast on what a user must fix (a taken metrics port, a policy that
 //! cannot load or may not do what it declares); [`Operator::run`] starts the
 //! controllers of the kinds served, the policy sources and the HTTP endpoint, until
@@ -25,7 +26,6 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use crate::context::{Context, ContextSettings};
 use crate::crd::{PolicyMode, ReconcilePolicy};
 use crate::kubernetes::client;
 use crate::kubernetes::fence::Fence;
@@ -35,11 +35,12 @@ use crate::kubernetes::shard::{Change, Shard};
 use crate::kubernetes::version;
 use crate::metrics::Metrics;
 use crate::oci;
+use crate::reconcile::context::{Context, ContextSettings};
 use crate::reconcile::controller::SHUTDOWN_GRACE;
 use crate::reconcile::record;
 use crate::sandbox::{Limits, PolicyEngine};
 use crate::signature::Trust;
-use crate::sources;
+use crate::sources::{self, SourceSettings, Sources};
 
 /// What `podset-host run` needs to know.
 #[derive(Clone, Debug)]
@@ -83,7 +84,7 @@ pub struct Settings {
 
 /// A built operator, ready to run.
 pub struct Operator {
-    ctx: Arc<Context>,
+    src: Arc<Sources>,
     listener: TcpListener,
     files: Vec<(PathBuf, PolicyMode)>,
     /// Files whose policy could not be admitted yet (a CRD not installed, the API
@@ -186,54 +187,60 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         leadership,
         shard,
         recorder,
-        registry: settings.registry.clone(),
-        module_cache,
-        trust: settings.trust.clone(),
-        registry_poll: settings.registry_poll,
     };
     let ctx = Context::new(client, engine, knobs, shutdown)
         .map_err(|e| anyhow::anyhow!("cannot start the shadow decisions' thread: {e}"))?;
+    let src = Sources::new(
+        ctx,
+        SourceSettings {
+            registry: settings.registry.clone(),
+            module_cache,
+            trust: settings.trust.clone(),
+            registry_poll: settings.registry_poll,
+        },
+    );
 
     let mut pending = BTreeSet::new();
     let files: Vec<(PathBuf, PolicyMode)> = (settings.policies.iter().map(|p| (p.clone(), PolicyMode::Enforce)))
         .chain(settings.shadows.iter().map(|p| (p.clone(), PolicyMode::Shadow)))
         .collect();
     for (path, mode) in &files {
-        match sources::file::load(&ctx, path, *mode).await {
+        match sources::file::load(&src, path, *mode).await {
             Ok(_) => {}
             Err(e) if e.is_retryable() => {
                 warn!("{e}; serving the other policies and retrying every {:?}", sources::file::RETRY);
-                ctx.registry.refuse_file(path, e.to_string());
+                src.ctx.registry.refuse_file(path, e.to_string());
                 pending.insert(path.clone());
             }
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(Operator { ctx, listener, files, pending, release, lost, selected })
+    Ok(Operator { src, listener, files, pending, release, lost, selected })
 }
 
 impl Operator {
     pub fn context(&self) -> &Arc<Context> {
-        &self.ctx
+        &self.src.ctx
     }
 
     /// Runs until the shutdown token given to [`build`] is cancelled, then stops
     /// gracefully.
     pub async fn run(self) -> anyhow::Result<()> {
-        let Operator { ctx, listener, files, pending, release, lost, selected } = self;
+        let Operator { src, listener, files, pending, release, lost, selected } = self;
+        let ctx = src.ctx.clone();
         let shutdown = ctx.shutdown.clone();
-        ctx.kinds.sync(&ctx).await;
+        src.kinds.sync(&ctx).await;
 
-        let file_watch = sources::file::watch(ctx.clone(), files, pending, shutdown.clone());
+        let file_watch = sources::file::watch(src.clone(), files, pending, shutdown.clone());
         let rp_writer = reflector::store::Writer::default();
         let rp_reader = rp_writer.as_reader();
-        let rp_stream = sources::cluster::events(ctx.clone(), scoped(&ctx.client, ctx.namespace.as_deref()), rp_writer);
+        let rp_stream = sources::cluster::events(src.clone(), scoped(&ctx.client, ctx.namespace.as_deref()), rp_writer);
         let configmaps: Api<PartialObjectMeta<ConfigMap>> = scoped(&ctx.client, ctx.namespace.as_deref());
         let (rp_requeue, rp_requeued) = futures::channel::mpsc::unbounded();
-        let shard_watch = joined(ctx.clone(), selected, rp_reader.clone(), rp_requeue);
-        let shadow_reports = sources::cluster::report_shadows(ctx.clone(), rp_reader.clone());
+        let shard_watch = joined(src.clone(), selected, rp_reader.clone(), rp_requeue);
+        let shadow_reports = sources::cluster::report_shadows(src.clone(), rp_reader.clone());
         let policy_controller = sources::cluster::run(
-            ctx.clone(),
+            src.clone(),
             rp_stream,
             rp_reader,
             configmaps,
@@ -245,7 +252,7 @@ impl Operator {
             bounded("ReconcilePolicy controller", policy_controller, &shutdown, move || rp_synced.is_synced());
         let server_version = Arc::new(version::Check::default());
         let version_check = check_version(ctx.client.clone(), server_version.clone(), shutdown.clone());
-        let http = serve(listener, ctx.clone(), server_version);
+        let http = serve(listener, src.clone(), server_version);
         info!(
             namespace = ctx.namespace.as_deref().unwrap_or("<all>"),
             selector = ctx.shard.selector().unwrap_or("<none>"),
@@ -256,7 +263,7 @@ impl Operator {
                 _ = shutdown.cancelled() => {}
                 _ = lost.cancelled() => shutdown.cancel(),
             }
-            ctx.kinds.stop_all().await;
+            src.kinds.stop_all().await;
             // Only now: a standby taking over must not overlap this replica's writes.
             release.cancel();
             // And the process waits for it: exiting first would leave the Lease to
@@ -289,15 +296,15 @@ impl Operator {
 /// Re-queues the parents and ReconcilePolicies of each namespace joining the shard:
 /// nothing else about them changed, so no watch event would bring them.
 async fn joined(
-    ctx: Arc<Context>,
+    src: Arc<Sources>,
     mut changes: BoxStream<'static, Change>,
     policies: reflector::Store<ReconcilePolicy>,
     requeue: futures::channel::mpsc::UnboundedSender<reflector::ObjectRef<ReconcilePolicy>>,
 ) {
     while let Some(change) = changes.next().await {
-        ctx.metrics.shard_serves(change.served);
+        src.ctx.metrics.shard_serves(change.served);
         let Some(ns) = change.joined else { continue };
-        let parents = ctx.kinds.requeue_namespace(&ns);
+        let parents = src.kinds.requeue_namespace(&ns);
         for rp in policies.state().iter().filter(|rp| rp.metadata.namespace.as_deref() == Some(ns.as_str())) {
             let _ = requeue.unbounded_send(reflector::ObjectRef::from_obj(rp.as_ref()));
         }
@@ -388,26 +395,26 @@ pub async fn cancel_on_signal(token: CancellationToken) {
 /// why (a missing CRD, an API server that does not answer, a broken watch being
 /// listed again). An API server outside the supported range adds a warning line
 /// without making the operator unready.
-async fn serve(listener: TcpListener, ctx: Arc<Context>, server_version: Arc<version::Check>) -> anyhow::Result<()> {
-    let stop = ctx.shutdown.clone();
-    type Shared = (Arc<Context>, Arc<version::Check>);
+async fn serve(listener: TcpListener, src: Arc<Sources>, server_version: Arc<version::Check>) -> anyhow::Result<()> {
+    let stop = src.ctx.shutdown.clone();
+    type Shared = (Arc<Sources>, Arc<version::Check>);
     let app = Router::new()
-        .route("/metrics", get(|State((ctx, _)): State<Shared>| async move { ctx.metrics.encode() }))
+        .route("/metrics", get(|State((src, _)): State<Shared>| async move { src.ctx.metrics.encode() }))
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
-            get(|State((ctx, server_version)): State<Shared>| async move {
-                let mut problems = ctx.registry.file_problems();
-                problems.extend(ctx.caches().problems());
+            get(|State((src, server_version)): State<Shared>| async move {
+                let mut problems = src.ctx.registry.file_problems();
+                problems.extend(src.caches().problems());
                 let warning = server_version.warning().map(|w| format!("\nwarning: {w}")).unwrap_or_default();
                 if problems.is_empty() {
-                    (StatusCode::OK, format!("ok ({}){warning}", ctx.leadership.role()))
+                    (StatusCode::OK, format!("ok ({}){warning}", src.ctx.leadership.role()))
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, format!("not ready:\n{}{warning}\n", problems.join("\n")))
                 }
             }),
         )
-        .with_state((ctx, server_version));
+        .with_state((src, server_version));
     info!(addr = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
     axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await?;
     Ok(())

@@ -1,8 +1,8 @@
 //! What the integration tests of every crate share: the test control plane
 //! ([`cluster`]), bounded polling ([`poll`]), the operator as a process ([`operator`]),
 //! PodSets and a test's world ([`podsets`]), the compiled policies ([`policies`]), the
-//! API server's audit log ([`audit`]), a TCP proxy to cut ([`proxy`]) and registries
-//! ([`registry`]).
+//! API server's audit log ([`audit`]), a TCP proxy to cut ([`proxy`]), registries
+//! ([`registry`]) and, for tests without a cluster, objects built in memory ([`objects`]).
 //!
 //! Tests never skip: without a test cluster (`PODSET_TEST_KUBECONFIG`, set by
 //! `make test`) or compiled policies they fail with what to run.
@@ -11,6 +11,7 @@ pub mod audit;
 pub mod cluster;
 pub mod memcached;
 pub mod nodes;
+pub mod objects;
 pub mod operator;
 pub mod podsets;
 pub mod policies;

@@ -8,7 +8,7 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use podset_host::crd::{PodSet, PodSetSpec};
 
-use podset_host::contract::podset::default_template;
+use podset_host::reconcile::translate::podset::default_template;
 
 use crate::cluster::{client, delete_namespace, namespace};
 use crate::nodes::on_simulated_node;

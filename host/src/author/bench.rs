@@ -4,8 +4,8 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use super::{Actions, Input, Policy, Result};
 use crate::contract::bindings::podset::{Action, InFlight, Input as PodsetInput, Pod, PodPhase, Podset, PodsetStatus};
+use crate::sandbox::{Actions, Input, Policy, Result};
 
 /// One row of the table.
 pub struct Row {

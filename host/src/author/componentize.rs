@@ -3,7 +3,7 @@
 
 use wit_component::ComponentEncoder;
 
-use super::{Error, Result};
+use crate::sandbox::{Error, Result};
 
 pub fn componentize(core_module: &[u8]) -> Result<Vec<u8>> {
     ComponentEncoder::default()

@@ -1,13 +1,13 @@
 //! `podset-host policy replay`: a module run on recorded inputs, its decisions
 //! compared with the recorded ones (or with another module's) by the rules of
-//! [`compare`](super::compare).
+//! [`compare`](crate::scenario::compare).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::Policy;
-use super::compare::{Outcome, compare};
-use super::scenario::{Scenario, decided};
+use crate::sandbox::Policy;
+use crate::scenario::compare::{Outcome, compare};
+use crate::scenario::{Failure, Scenario, decided};
 
 /// What the module's decisions are compared with.
 pub enum Against<'a> {
@@ -39,7 +39,7 @@ pub fn replay(policy: &Policy, against: &Against<'_>, files: &[PathBuf]) -> Vec<
         .collect()
 }
 
-fn one(policy: &Policy, against: &Against<'_>, s: &Scenario) -> Result<Outcome, super::scenario::Failure> {
+fn one(policy: &Policy, against: &Against<'_>, s: &Scenario) -> Result<Outcome, Failure> {
     let input = s.input(policy)?;
     let now = decided(policy, &input);
     Ok(match against {

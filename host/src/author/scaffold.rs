@@ -11,16 +11,16 @@ use std::path::{Path, PathBuf};
 /// The template, compiled in: the binary makes crates without the repository's files
 /// beyond `policy-sdk` itself.
 const FILES: &[(&str, &str)] = &[
-    ("Cargo.toml", include_str!("../templates/policy/Cargo.toml.tmpl")),
-    ("README.md", include_str!("../templates/policy/README.md")),
-    ("src/lib.rs", include_str!("../templates/policy/src/lib.rs")),
-    ("src/bin/crdgen.rs", include_str!("../templates/policy/src/bin/crdgen.rs")),
-    ("scenarios/create.yaml", include_str!("../templates/policy/scenarios/create.yaml")),
+    ("Cargo.toml", include_str!("../../templates/policy/Cargo.toml.tmpl")),
+    ("README.md", include_str!("../../templates/policy/README.md")),
+    ("src/lib.rs", include_str!("../../templates/policy/src/lib.rs")),
+    ("src/bin/crdgen.rs", include_str!("../../templates/policy/src/bin/crdgen.rs")),
+    ("scenarios/create.yaml", include_str!("../../templates/policy/scenarios/create.yaml")),
 ];
 
 /// Written only for a crate outside this repository's workspace (inside, the
 /// workspace's own `.cargo/config.toml` applies).
-const CARGO_CONFIG: (&str, &str) = (".cargo/config.toml", include_str!("../templates/policy/.cargo/config.toml"));
+const CARGO_CONFIG: (&str, &str) = (".cargo/config.toml", include_str!("../../templates/policy/.cargo/config.toml"));
 
 const STANDALONE: &str = r#"[profile.wasm]
 # Small and fast components; panics abort (no unwinding across the component boundary).

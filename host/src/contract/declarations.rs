@@ -7,7 +7,11 @@ use kube::ResourceExt;
 use kube::core::GroupVersionKind;
 
 use super::bindings::{Declarations, GroupVersionKind as WitGvk, RelatedKind, SelectorValue};
-use crate::sandbox::Error;
+
+/// Declarations that break the contract's rules, and which rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
 
 /// The PodSet fast path reconciles PodSets and their pods, nothing else.
 pub fn podset_kind() -> GroupVersionKind {
@@ -36,8 +40,8 @@ pub fn kind_name(k: &GroupVersionKind) -> String {
 }
 
 /// Checks what a policy declares, before the host watches anything for it.
-pub fn check(d: &Declarations, podset_world: bool) -> Result<(), Error> {
-    let invalid = |m: String| Err(Error::InvalidDeclarations(m));
+pub fn check(d: &Declarations, podset_world: bool) -> Result<(), Invalid> {
+    let invalid = |m: String| Err(Invalid(m));
     let kinds = std::iter::once(&d.parent).chain(&d.children).chain(d.related.iter().map(|r| &r.kind));
     for k in kinds {
         if k.version.is_empty() || k.kind.is_empty() {

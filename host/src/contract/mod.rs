@@ -1,12 +1,8 @@
-//! The host side of the contract in `wit/policy.wit`: the generated bindings, what a
-//! policy declares, and the translation between what the host observes and each
-//! world's typed input, and between each world's actions and the host's [`Plan`].
-//!
-//! [`Plan`]: crate::reconcile::plan::Plan
+//! The host side of the contract in `wit/policy.wit`: the generated bindings and what
+//! a policy declares. The translation between observed objects and each world's input
+//! and actions belongs to the reconciler ([`crate::reconcile::translate`]).
 
 pub mod bindings;
 pub mod declarations;
-pub mod podset;
-pub mod reconciler;
 
 pub use bindings::{contract_version, interface_name};

@@ -4,13 +4,14 @@
 
 use std::task::{Context, Poll};
 
-use http::{Method, Request};
+use http::Request;
 use kube::client::ClientBuilder;
 use kube::{Client, Config};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tower::{Layer, Service};
 
+use super::request::is_write;
 use crate::metrics::WriteLabels;
 
 /// A client whose requests carry `agent` as their User-Agent (audit logs record it),
@@ -71,18 +72,6 @@ where
         }
         self.inner.call(req)
     }
-}
-
-/// A request that asks the API server to change something (anything but GET, HEAD, OPTIONS).
-pub fn is_write(method: &Method) -> bool {
-    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
-}
-
-/// A write about the operator's own standing rather than the objects it reconciles: its
-/// Lease (renewal, release), and access reviews (POSTed, but they change nothing).
-pub fn is_bookkeeping(path: &str) -> bool {
-    let lease = path.starts_with("/apis/coordination.k8s.io/") && path.split('/').any(|s| s == "leases");
-    lease || path.starts_with("/apis/authorization.k8s.io/")
 }
 
 /// `/api/v1/namespaces/ns/pods/x` → `pods`; `/apis/g/v/namespaces/ns/podsets/x/status`

@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use http::Request;
 use tower::{BoxError, Layer, Service};
 
-use super::client::{is_bookkeeping, is_write};
+use super::request::{is_bookkeeping, is_write};
 
 /// Where the faults land.
 #[derive(Clone, Debug, Default)]

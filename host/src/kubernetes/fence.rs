@@ -33,7 +33,7 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use tower::{BoxError, Layer, Service};
 
-use super::client::{is_bookkeeping, is_write};
+use super::request::{is_bookkeeping, is_write};
 
 /// Until when this replica may write: always (no election), never (a standby), or
 /// until a deadline (the leader).

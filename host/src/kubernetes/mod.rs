@@ -13,6 +13,7 @@ pub mod faults;
 pub mod fence;
 pub mod leader;
 pub mod object;
+pub mod request;
 pub mod shard;
 pub mod store;
 pub mod version;

@@ -1,16 +1,19 @@
 //! Prometheus metrics (`/metrics`), shared by the controller, the policy sources and
 //! the Kubernetes client's write counter.
 
+pub mod spent;
+
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::TypedMetric;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry, Unit};
 
-use crate::sandbox::Spent;
+use spent::Spent;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
@@ -55,6 +58,9 @@ pub struct LoadLabels {
 
 pub struct Metrics {
     pub registry: Registry,
+    /// What was registered, as registered: the metrics reference is generated from it
+    /// (the registry's own text leaves out families with no sample yet).
+    pub described: Vec<Described>,
     reconciles: Counter,
     reconcile_failures: Family<ReasonLabels, Counter>,
     reconcile_duration: Histogram,
@@ -73,9 +79,42 @@ pub struct Metrics {
     shard_namespaces: Gauge,
 }
 
+/// One registered metric, as `/metrics` names it.
+#[derive(Clone, Debug)]
+pub struct Described {
+    pub name: String,
+    /// `counter`, `gauge`, `histogram`.
+    pub kind: String,
+    pub help: String,
+}
+
+/// Registers each metric and keeps its description.
+struct Registrar {
+    registry: Registry,
+    described: Vec<Described>,
+}
+
+impl Registrar {
+    fn add<M: Metric + TypedMetric>(&mut self, name: &str, help: &str, unit: Option<Unit>, metric: M) {
+        let kind = format!("{:?}", M::TYPE).to_lowercase();
+        let mut exposed = format!("podset_{name}");
+        if let Some(u) = &unit {
+            exposed = format!("{exposed}_{}", u.as_str());
+        }
+        if kind == "counter" {
+            exposed.push_str("_total");
+        }
+        self.described.push(Described { name: exposed, kind, help: help.to_string() });
+        match unit {
+            Some(u) => self.registry.register_with_unit(name, help, u, metric),
+            None => self.registry.register(name, help, metric),
+        }
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("podset");
+        let mut registry = Registrar { registry: Registry::with_prefix("podset"), described: Vec::new() };
         let m = Metrics {
             reconciles: Counter::default(),
             reconcile_failures: Family::default(),
@@ -94,74 +133,82 @@ impl Default for Metrics {
             leader: Gauge::default(),
             shard_namespaces: Gauge::default(),
             registry: Registry::default(),
+            described: Vec::new(),
         };
-        registry.register("reconciles", "Reconciles run", m.reconciles.clone());
-        registry.register("reconcile_failures", "Reconciles failed, by error", m.reconcile_failures.clone());
-        registry.register_with_unit(
-            "reconcile_duration",
-            "Reconcile duration",
-            prometheus_client::registry::Unit::Seconds,
-            m.reconcile_duration.clone(),
-        );
-        registry.register_with_unit(
+        registry.add("reconciles", "Reconciles run", None, m.reconciles.clone());
+        registry.add("reconcile_failures", "Reconciles failed, by error", None, m.reconcile_failures.clone());
+        registry.add("reconcile_duration", "Reconcile duration", Some(Unit::Seconds), m.reconcile_duration.clone());
+        registry.add(
             "policy_decision_duration",
             "Policy decision duration (fresh instance + call), by the number of children decided about",
-            prometheus_client::registry::Unit::Seconds,
+            Some(Unit::Seconds),
             m.decision_duration.clone(),
         );
-        registry.register_with_unit(
+        registry.add(
             "policy_decision_cpu",
             "CPU time of the thread deciding, by the number of children decided about: \
              less than the duration by the time the decision waited for a core",
-            prometheus_client::registry::Unit::Seconds,
+            Some(Unit::Seconds),
             m.decision_cpu.clone(),
         );
-        registry.register("policy_failures", "Decisions a policy could not make, by reason", m.policy_failures.clone());
-        registry.register("api_writes", "Write requests sent to the Kubernetes API", m.api_writes.clone());
-        registry.register(
+        registry.add(
+            "policy_failures",
+            "Decisions a policy could not make, by reason",
+            None,
+            m.policy_failures.clone(),
+        );
+        registry.add("api_writes", "Write requests sent to the Kubernetes API", None, m.api_writes.clone());
+        registry.add(
             "writes_fenced",
             "Write requests not sent, or abandoned unanswered, because this replica's lease deadline had passed (or it did not lead)",
+            None,
             m.writes_fenced.clone(),
         );
-        registry.register(
+        registry.add(
             "leader",
             "1 while this replica acts (holds the Lease, or runs without leader election), 0 on standby",
+            None,
             m.leader.clone(),
         );
-        registry.register(
+        registry.add(
             "shard_namespaces",
             "The namespaces this shard serves (its --namespace-selector matches); 0 when unsharded",
+            None,
             m.shard_namespaces.clone(),
         );
-        registry.register("policy_loads", "Policy module loads, by source and result", m.policy_loads.clone());
-        registry.register(
+        registry.add("policy_loads", "Policy module loads, by source and result", None, m.policy_loads.clone());
+        registry.add(
             "policies_refused",
             "Policies refused at admission (kind not served, forbidden by RBAC, …), by reason",
+            None,
             m.policies_refused.clone(),
         );
-        registry.register(
+        registry.add(
             "events_dropped",
             "Events not published, by reason: a policy's over its per-object rate limit, or any when the queue is full",
+            None,
             m.events_dropped.clone(),
         );
-        registry.register(
+        registry.add(
             "decisions_recorded",
             "Decisions given to --record-dir, by result: written, dropped (the writer was behind) or failed",
+            None,
             m.decisions_recorded.clone(),
         );
-        registry.register(
+        registry.add(
             "shadow_decisions",
             "Shadow decisions, by shadow and outcome: agree, differ, failed (trap, deadline, memory, \
              refused by the checks) or dropped (the shadow queue was full)",
+            None,
             m.shadow_decisions.clone(),
         );
-        registry.register_with_unit(
+        registry.add(
             "shadow_decision_duration",
             "Shadow decision duration (fresh instance + call), by shadow",
-            prometheus_client::registry::Unit::Seconds,
+            Some(Unit::Seconds),
             m.shadow_duration.clone(),
         );
-        Metrics { registry, ..m }
+        Metrics { registry: registry.registry, described: registry.described, ..m }
     }
 }
 

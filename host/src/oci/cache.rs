@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::artifact::{self, digest_of};
-use super::cosign::Signature;
-use super::{Error, Pulled, Reference};
+use super::pulled::{Pulled, Signature};
+use super::{Error, Reference};
 use crate::signature;
 
 #[derive(Clone, Debug)]

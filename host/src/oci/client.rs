@@ -9,9 +9,10 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
-use super::artifact::{self, Layer, digest_of};
+use super::artifact::{self, digest_of};
 use super::auth::Credentials;
 use super::cache::Cache;
+use super::pulled::Pulled;
 use super::{Error, Settings};
 
 /// Connecting to a registry gives up after this: a registry that is down must not
@@ -24,20 +25,6 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
     settings: Settings,
-}
-
-/// A module pulled and checked: manifest and layer digests verified, the layer the
-/// manifest's only one.
-#[derive(Clone, Debug)]
-pub struct Pulled {
-    /// The reference, pinned to the manifest's digest.
-    pub reference: Reference,
-    pub manifest_digest: String,
-    pub manifest: Vec<u8>,
-    pub layer: Layer,
-    pub module: Vec<u8>,
-    /// The module's bytes came from the cache (the manifest did not).
-    pub module_cached: bool,
 }
 
 impl Registry {

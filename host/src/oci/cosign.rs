@@ -11,6 +11,7 @@ use oci_client::Reference;
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 
 use super::artifact::digest_of;
+pub use super::pulled::Signature;
 use super::{Error, Session};
 use crate::signature::{self, Payload, PrivateKey, Trust, Verified};
 
@@ -18,13 +19,6 @@ pub const PAYLOAD_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v
 pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 /// Largest payload read: cosign's are ~250 bytes.
 const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
-
-/// One signature: the payload's bytes and the DER signature over them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Signature {
-    pub payload: Vec<u8>,
-    pub signature: Vec<u8>,
-}
 
 /// `repository:sha256-<hex>.sig`, where cosign keeps the signatures of `digest`.
 pub fn signature_tag(reference: &Reference, digest: &str) -> Reference {

@@ -18,7 +18,8 @@ use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
 
-use super::observe::{ChildKey, Observed};
+use super::keys::ChildKey;
+use super::observe::Observed;
 use super::plan::{Checked, Child, Doomed, Note, Plan};
 use super::restrict::{self, Weakening};
 use super::syntax::{condition_reason, dns1123_subdomain, label_value, qualified_name};

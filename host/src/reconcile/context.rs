@@ -1,6 +1,5 @@
-//! What every part of a running operator shares: built once by
-//! [`operator::build`](crate::operator::build), handed to the reconcilers, the policy
-//! sources and the HTTP endpoint.
+//! What the reconcilers share, with the policy sources and the HTTP endpoint above
+//! them: built once by the operator.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,23 +9,20 @@ use kube::Client;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use super::expectations::Expectations;
+use super::keys::ParentRef;
+use super::record::Recorder;
+use super::shadow::Shadows;
+use super::status::Written;
 use crate::crd::ReconcilePolicy;
-use crate::kubernetes::cache::{CacheHealth, Caches};
+use crate::kubernetes::cache::CacheHealth;
 use crate::kubernetes::events::Events;
 use crate::kubernetes::leader::Leadership;
 use crate::kubernetes::shard::Shard;
 use crate::kubernetes::watches::Watches;
 use crate::metrics::Metrics;
-use crate::oci;
-use crate::reconcile::controller::Kinds;
-use crate::reconcile::expectations::Expectations;
-use crate::reconcile::observe::ParentRef;
-use crate::reconcile::record::Recorder;
-use crate::reconcile::shadow::Shadows;
-use crate::reconcile::status::Written;
 use crate::registry::Registry;
 use crate::sandbox::PolicyEngine;
-use crate::signature::Trust;
 
 /// The knobs a [`Context`] is made with.
 pub struct ContextSettings {
@@ -42,15 +38,6 @@ pub struct ContextSettings {
     pub shard: Shard,
     /// Records each decision as a scenario file (`--record-dir`).
     pub recorder: Option<Recorder>,
-    /// Registries: credentials, CAs, plain-HTTP hosts.
-    pub registry: oci::Settings,
-    /// Modules pulled from registries, by digest; `None` runs without (it could not
-    /// be made).
-    pub module_cache: Option<oci::cache::Cache>,
-    /// The public keys modules are verified with, and whether they must be.
-    pub trust: Trust,
-    /// How often registry tags are resolved again.
-    pub registry_poll: Duration,
 }
 
 pub struct Context {
@@ -59,7 +46,6 @@ pub struct Context {
     pub namespace: Option<String>,
     pub engine: Arc<PolicyEngine>,
     pub registry: Registry,
-    pub kinds: Kinds,
     pub watches: Arc<Watches>,
     pub expectations: Arc<Expectations>,
     pub written: Written,
@@ -84,13 +70,6 @@ pub struct Context {
     pub recorder: Option<Recorder>,
     /// Shadow policies' queue and tallies.
     pub shadows: Shadows,
-    pub oci: oci::Registry,
-    pub module_cache: Option<oci::cache::Cache>,
-    pub trust: Trust,
-    pub registry_poll: Duration,
-    /// The `--policy oci://` references served from the cache because their registry
-    /// is unreachable: said once when it goes, once when it is back.
-    pub registry_down: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Context {
@@ -110,7 +89,6 @@ impl Context {
             namespace: settings.namespace,
             engine,
             registry: Registry::default(),
-            kinds: Kinds::default(),
             expectations: Arc::new(Expectations::default()),
             written: Written::default(),
             events,
@@ -125,20 +103,6 @@ impl Context {
             shard: settings.shard,
             recorder: settings.recorder,
             shadows,
-            oci: oci::Registry::new(settings.registry),
-            module_cache: settings.module_cache,
-            trust: settings.trust,
-            registry_poll: settings.registry_poll,
-            registry_down: Mutex::default(),
         }))
-    }
-
-    /// Every cache the operator holds now (they come and go with policies).
-    pub fn caches(&self) -> Caches {
-        let mut all = vec![self.policy_cache.clone()];
-        all.extend(self.kinds.health());
-        all.extend(self.watches.health());
-        all.extend(self.shard.health());
-        Caches::new(all)
     }
 }

@@ -14,12 +14,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use futures::channel::mpsc::{UnboundedReceiver, unbounded};
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler};
 use kube::runtime::{WatchStreamExt, watcher};
 use parking_lot::Mutex;
@@ -27,15 +27,16 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::context::Context;
 use super::expectations::Seen;
-use super::observe::ChildKey;
-use super::{KindContext, error_policy, reconcile};
-use crate::context::Context;
+use super::flow::{error_policy, reconcile};
+use super::keys::ChildKey;
+use super::kind::{KindContext, KindState};
 use crate::contract::bindings::RelatedKind;
 use crate::contract::declarations::kind_name;
-use crate::kubernetes::cache::{CacheHealth, Caches, reflected};
+use crate::kubernetes::cache::{CacheHealth, reflected};
 use crate::kubernetes::object::Object;
-use crate::kubernetes::watches::{ChildSeen, Route, Scope, Via, WatchGuard, Watched};
+use crate::kubernetes::watches::{ChildSeen, Route, Scope, Via};
 
 /// How long a stopping controller's reconciles in flight get to finish.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -47,67 +48,6 @@ struct Shape {
     parent: ApiResource,
     children: BTreeMap<String, ApiResource>,
     related: BTreeMap<String, (ApiResource, Vec<RelatedKind>)>,
-}
-
-/// A running parent kind: its parents' cache, its caches of children and related
-/// objects, and the channel that re-queues its parents.
-pub struct KindState {
-    pub resource: ApiResource,
-    pub gvk: GroupVersionKind,
-    pub parents: Store<Object>,
-    pub health: CacheHealth,
-    requeue: UnboundedSender<ObjectRef<Object>>,
-    guards: Vec<WatchGuard>,
-    routes: Vec<(Arc<Watched>, Arc<Route>)>,
-}
-
-impl Drop for KindState {
-    fn drop(&mut self) {
-        for (watched, route) in &self.routes {
-            watched.remove_route(route);
-        }
-    }
-}
-
-impl KindState {
-    /// Every cache a reconcile of this kind may read, for the sync gate.
-    pub fn caches_for(&self, children: &[ApiResource], related: &[ApiResource]) -> Caches {
-        let watched = |scope: Scope, r: &ApiResource| {
-            self.guards
-                .iter()
-                .find(|g| g.watched.scope == scope && same(&g.watched.resource, r))
-                .map(|g| g.watched.health.clone())
-        };
-        let mut all = vec![self.health.clone()];
-        all.extend(children.iter().filter_map(|r| watched(Scope::Children, r)));
-        all.extend(related.iter().flat_map(|r| [watched(Scope::Children, r), watched(Scope::Unmanaged, r)]).flatten());
-        Caches::new(all)
-    }
-
-    pub fn requeue(&self, parent: &Object) {
-        let _ = self.requeue.unbounded_send(ObjectRef::from_obj_with(parent, self.resource.clone()));
-    }
-
-    fn find(&self, scope: Scope, resource: &ApiResource) -> Option<&Watched> {
-        self.guards
-            .iter()
-            .find(|g| g.watched.scope == scope && same(&g.watched.resource, resource))
-            .map(|g| g.watched.as_ref())
-    }
-}
-
-impl super::observe::Caches for KindState {
-    fn children(&self, resource: &ApiResource) -> Option<&Watched> {
-        self.find(Scope::Children, resource)
-    }
-
-    fn unmanaged(&self, resource: &ApiResource) -> Option<&Watched> {
-        self.find(Scope::Unmanaged, resource)
-    }
-}
-
-fn same(a: &ApiResource, b: &ApiResource) -> bool {
-    a.api_version == b.api_version && a.plural == b.plural
 }
 
 struct Running {

@@ -6,9 +6,9 @@ use super::observe::Observed;
 use super::plan::Plan;
 use super::record::{Recorder, Subject};
 use super::shadow::Shadows;
-use crate::contract::{podset, reconciler};
+use super::translate::{input_for, plan_for};
 use crate::registry::{Admitted, Shadow};
-use crate::sandbox::{Actions, Input, Policy, PolicyEngine, Spent};
+use crate::sandbox::{PolicyEngine, Spent};
 
 /// Why there is no plan.
 pub enum Failed {
@@ -25,15 +25,6 @@ pub struct Witnesses<'a> {
     pub recorder: Option<&'a Recorder>,
     /// Decide beside it, and compare.
     pub shadows: Option<(&'a Shadows, Vec<Shadow>)>,
-}
-
-/// `policy`'s input for `observed`, in its world.
-pub fn input_for(policy: &Policy, observed: &Observed) -> Result<Input, Rejection> {
-    Ok(if policy.is_podset_world() {
-        Input::PodSet(podset::input(observed)?)
-    } else {
-        Input::Reconcile(reconciler::input(observed))
-    })
 }
 
 /// Asks `admitted`'s policy what to do about `observed`, and tells the `witnesses`.
@@ -57,11 +48,7 @@ pub async fn decide(
         shadows.offer(which, observed, live);
     }
     let decision = decision.map_err(Failed::Policy)?;
-    let plan = match decision.actions {
-        Actions::PodSet(actions) => podset::plan(actions, observed),
-        Actions::Reconcile(actions) => reconciler::plan(actions),
-    }
-    .map_err(Failed::Rejected)?;
+    let plan = plan_for(decision.actions, observed).map_err(Failed::Rejected)?;
     Ok((plan, decision.spent))
 }
 

@@ -12,13 +12,14 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::runtime::events::EventType;
 use serde_json::json;
 
-use super::observe::{ChildKey, Observed};
+use super::keys::ChildKey;
+use super::observe::Observed;
 use super::plan::{Checked, Child, Doomed, Note};
 use super::status::{self, Ended, Outcome};
-use crate::context::Context;
-use crate::error::{ChildAction, Error, Result};
 use crate::kubernetes::events::{Origin, event};
 use crate::kubernetes::object::Object;
+use crate::reconcile::context::Context;
+use crate::reconcile::error::{ChildAction, Error, Result};
 use crate::registry::Admitted;
 
 /// The annotation in which earlier versions recorded the deciding digest (now

@@ -11,8 +11,15 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::observe::{ChildKey, InFlight, ParentRef};
+use super::keys::{ChildKey, ParentRef};
 use crate::kubernetes::object::Object;
+
+/// Work issued to the API server and not yet seen in the caches.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InFlight {
+    pub creations: Vec<ChildKey>,
+    pub deletions: Vec<ChildKey>,
+}
 
 /// After this long an unobserved entry is dropped, so a lost watch event delays a
 /// parent instead of wedging it. (The ReplicaSet controller uses 5 minutes.)

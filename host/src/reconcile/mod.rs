@@ -12,10 +12,15 @@
 //! [`expectations`] remember what was asked of the API server and not yet seen.
 
 pub mod check;
+pub mod context;
 pub mod controller;
 pub mod decide;
+pub mod error;
 pub mod execute;
 pub mod expectations;
+pub mod flow;
+pub mod keys;
+pub mod kind;
 pub mod observe;
 pub mod plan;
 pub mod record;
@@ -24,215 +29,8 @@ pub mod shadow;
 pub mod snapshot;
 pub mod status;
 pub mod syntax;
+pub mod translate;
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use kube::ResourceExt;
-use kube::api::ApiResource;
-use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
-use kube::runtime::reflector::ObjectRef;
-use tracing::{Instrument, info_span, warn};
-
-use crate::conditions::{POLICY_FAILED, RECONCILE_FAILED};
-use crate::context::Context;
-use crate::error::{Error, Result};
-use crate::kubernetes::events::{Origin, event};
-use crate::kubernetes::object::Object;
-use crate::registry::{Admitted, Registry, Selection};
-use controller::KindState;
-use decide::Failed;
-use observe::{Observed, ParentRef};
-
-/// Backoff after a failed reconcile: doubles from `BACKOFF_BASE` up to `BACKOFF_MAX`,
-/// reset by a success.
-const BACKOFF_BASE: Duration = Duration::from_millis(500);
-const BACKOFF_MAX: Duration = Duration::from_secs(300);
-/// How soon a parent whose named policy is still loading is looked at again.
-const LOADING_RETRY: Duration = Duration::from_secs(1);
-/// How soon to look again at a parent whose cached copy predates this operator's own
-/// last status write (the watch brings the write within milliseconds).
-const BEHIND_RETRY: Duration = Duration::from_millis(50);
-
-/// What a reconcile of one parent kind shares.
-pub struct KindContext {
-    pub ctx: Arc<Context>,
-    pub kind: Arc<KindState>,
-}
-
-/// One reconcile of one parent.
-pub async fn reconcile(parent: Arc<Object>, kc: Arc<KindContext>) -> Result<Action> {
-    let key = ObjectRef::from_obj_with(parent.as_ref(), kc.kind.resource.clone());
-    let span = info_span!("reconcile", kind = %kc.kind.resource.kind, object = %format!("{}/{}", parent.namespace().unwrap_or_default(), parent.name_any()));
-    async move {
-        let started = Instant::now();
-        let result = reconcile_inner(&key, &kc).await;
-        kc.ctx.metrics.reconciled(started.elapsed());
-        if result.is_ok() {
-            kc.ctx.failures.lock().remove(&key);
-        }
-        result
-    }
-    .instrument(span)
-    .await
-}
-
-async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
-    let (ctx, kind) = (&kc.ctx, &kc.kind);
-    // A standby keeps its caches warm and its reconciles queued; only the leader acts.
-    if !until(ctx, ctx.leadership.acting()).await {
-        return Ok(Action::await_change());
-    }
-    // Another shard's parent: its replicas act on it.
-    if !until(ctx, ctx.shard.synced()).await || !ctx.shard.serves(key.namespace.as_deref()) {
-        return Ok(Action::await_change());
-    }
-    let Some(parent) = kind.parents.get(key) else { return Ok(Action::await_change()) };
-    // A parent that names a ReconcilePolicy waits for the first list of them, so a
-    // restart does not flag its policy as missing.
-    if Registry::named_by(&parent).is_some() && !until(ctx, ctx.policy_cache.synced()).await {
-        return Ok(Action::await_change());
-    }
-    let admitted = match ctx.registry.select(&parent, &kind.gvk) {
-        Selection::Ready(a) => a,
-        Selection::Loading => return Ok(Action::requeue(LOADING_RETRY)),
-        Selection::Unavailable(why) => {
-            if parent.metadata.deletion_timestamp.is_none() {
-                report_failure(ctx, &kind.resource, &parent, POLICY_FAILED, "PolicyUnavailable", &why).await;
-            }
-            return Err(Error::NoPolicy(why));
-        }
-    };
-    let resolved = &admitted.resolved;
-    // Deciding from a cache that has not listed (a restart) or is stale (a broken
-    // watch) would count children that are not there: wait until every cache this
-    // reconcile reads is current. kube-runtime only waits for the parents' cache.
-    let related: Vec<_> = resolved.related.iter().map(|(r, _)| r.clone()).collect();
-    if !until(ctx, kind.caches_for(&resolved.children, &related).synced()).await {
-        return Ok(Action::await_change());
-    }
-    // The parent as it is now: the wait may have outlived the one this reconcile was for.
-    let Some(parent) = kind.parents.get(key) else { return Ok(Action::await_change()) };
-    // Nor from a parent older than this operator's own last status write: a policy
-    // keeps its state there, and would redo a step from the state before it.
-    if ctx.written.is_behind(key, parent.metadata.resource_version.as_deref().unwrap_or_default()) {
-        tracing::debug!("the cache has not seen the last status write yet; deciding again shortly");
-        return Ok(Action::requeue(BEHIND_RETRY));
-    }
-
-    let deleting = parent.metadata.deletion_timestamp.is_some();
-    let finalizing = deleting && resolved.finalizer.as_ref().is_some_and(|f| parent.finalizers().contains(f));
-    if deleting && !finalizing {
-        // The garbage collector removes the children through their owner references.
-        ctx.expectations.forget(key);
-        return Ok(Action::await_change());
-    }
-
-    let observed = observe::gather(parent.clone(), &kind.resource, resolved, kind.as_ref(), &ctx.expectations);
-    act(ctx, &admitted, &observed).await.map(Action::requeue)
-}
-
-/// Decides for `observed` with `admitted`, checks the decision and performs it.
-/// Returns when to look again. The part of a reconcile that talks to the API server,
-/// separate from the caches so it can be driven in-process.
-pub async fn act(ctx: &Context, admitted: &Admitted, observed: &Observed) -> Result<Duration> {
-    let parent = &observed.parent;
-    let resolved = &admitted.resolved;
-    let label = admitted.policy.label().to_string();
-    let resource = &observed.parent_resource;
-    let shadows = ctx.registry.shadows_for(parent, &admitted.parent_kind());
-    let witnesses = decide::Witnesses {
-        recorder: ctx.recorder.as_ref(),
-        shadows: (!shadows.is_empty()).then_some((&ctx.shadows, shadows)),
-    };
-    let plan = match decide::decide(&ctx.engine, admitted, observed, witnesses).await {
-        Ok((plan, spent)) => {
-            ctx.metrics.decided(spent, observed.children.len());
-            plan
-        }
-        Err(Failed::Policy(source)) => {
-            report_failure(ctx, resource, parent, POLICY_FAILED, source.reason(), &source.to_string()).await;
-            return Err(Error::Policy { policy: label, source });
-        }
-        Err(Failed::Rejected(rejection)) => {
-            report_failure(ctx, resource, parent, POLICY_FAILED, rejection.reason(), &rejection.to_string()).await;
-            return Err(Error::Rejected { policy: label, rejection });
-        }
-    };
-    let checked = match check::check(plan, observed, resolved) {
-        Ok(c) => c,
-        Err(rejection) => {
-            report_failure(ctx, resource, parent, POLICY_FAILED, rejection.reason(), &rejection.to_string()).await;
-            return Err(Error::Rejected { policy: label, rejection });
-        }
-    };
-    let requeue = checked.requeue.unwrap_or(ctx.resync);
-    tracing::debug!(
-        policy = %label,
-        children = observed.children.len(),
-        in_flight = observed.in_flight.creations.len() + observed.in_flight.deletions.len(),
-        creates = checked.creates.len(),
-        applies = checked.applies.len(),
-        deletes = checked.deletes.len(),
-        status = checked.status.is_some(),
-        "decided"
-    );
-    match execute::execute(ctx, observed, admitted, checked, requeue).await {
-        // The API server refused a child: say so on the parent (conflicts and throttling
-        // are passing, and retried without alarm).
-        Err(Error::Child { action, key, source: kube::Error::Api(s) }) if !matches!(s.code, 409 | 429) => {
-            let message = format!("{} {key}: {}", action.verb(), s.message);
-            report_failure(ctx, resource, parent, RECONCILE_FAILED, action.failed(), &message).await;
-            Err(Error::Child { action, key, source: kube::Error::Api(s) })
-        }
-        other => other,
-    }
-}
-
-/// Waits for `ready`, unless the operator shuts down first; returns whether it is ready.
-async fn until(ctx: &Context, ready: impl std::future::Future<Output = ()>) -> bool {
-    tokio::select! {
-        _ = ready => true,
-        _ = ctx.shutdown.cancelled() => false,
-    }
-}
-
-/// Reports a parent whose reconcile failed — its policy could not decide
-/// (`PolicyFailed`), or the API server refused what it decided (`ReconcileFailed`):
-/// Warning Event, condition, metric. Nothing else about it changes.
-async fn report_failure(
-    ctx: &Context,
-    resource: &ApiResource,
-    parent: &Object,
-    condition: &'static str,
-    reason: &str,
-    message: &str,
-) {
-    if condition == POLICY_FAILED {
-        ctx.metrics.policy_failure(reason);
-    }
-    let reference = observe::reference_of(parent, resource);
-    let ev = event(EventType::Warning, condition, "Reconcile", format!("{reason}: {message}"), None);
-    ctx.events.publish(&reference, ev, Origin::Host);
-    let next = status::next(parent, status::Ended::Failed(status::Failure { condition, reason, message }));
-    let key = ObjectRef::from_obj_with(parent, resource.clone());
-    if let Err(e) = status::write(&ctx.client, &ctx.written, &key, parent, next).await {
-        warn!(object = %parent.name_any(), "cannot write the PolicyFailed condition: {e}");
-    }
-}
-
-/// Per-object exponential backoff; other parents are unaffected.
-pub fn error_policy(parent: Arc<Object>, error: &Error, kc: Arc<KindContext>) -> Action {
-    kc.ctx.metrics.reconcile_failed(error.metric_label());
-    let key = ObjectRef::from_obj_with(parent.as_ref(), kc.kind.resource.clone());
-    let attempts = {
-        let mut failures = kc.ctx.failures.lock();
-        let n = failures.entry(key).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
-    };
-    let delay = BACKOFF_BASE.saturating_mul(1u32 << attempts.saturating_sub(1).min(16)).min(BACKOFF_MAX);
-    warn!(kind = %kc.kind.resource.kind, object = %format!("{}/{}", parent.namespace().unwrap_or_default(), parent.name_any()), attempts, retry_in = ?delay, "reconcile failed: {error}");
-    Action::requeue(delay)
-}
+pub use context::{Context, ContextSettings};
+pub use error::{ChildAction, Error, Result};
+pub use flow::{act, error_policy, reconcile};

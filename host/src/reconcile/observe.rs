@@ -9,34 +9,12 @@ use kube::ResourceExt;
 use kube::api::ApiResource;
 use kube::runtime::reflector::ObjectRef;
 
-use super::expectations::{Expectations, Seen};
+use super::expectations::{Expectations, InFlight, Seen};
+use super::keys::{ChildKey, ParentRef};
 use crate::contract::declarations::{matches, related_selector};
 use crate::kubernetes::access::Resolved;
 use crate::kubernetes::object::Object;
 use crate::kubernetes::watches::Watched;
-
-/// The parent's key: its kind, namespace and name.
-pub type ParentRef = ObjectRef<Object>;
-
-/// Names one child: its kind and name (children share the parent's namespace).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ChildKey {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-}
-
-impl ChildKey {
-    pub fn new(resource: &ApiResource, name: &str) -> Self {
-        ChildKey { api_version: resource.api_version.clone(), kind: resource.kind.clone(), name: name.into() }
-    }
-}
-
-impl std::fmt::Display for ChildKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.kind, self.name)
-    }
-}
 
 /// A child or related object together with the resource it was read from (list
 /// items carry no kind).
@@ -44,13 +22,6 @@ impl std::fmt::Display for ChildKey {
 pub struct Observation {
     pub resource: Arc<ApiResource>,
     pub object: Arc<Object>,
-}
-
-/// Work issued to the API server and not yet seen in the caches.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct InFlight {
-    pub creations: Vec<ChildKey>,
-    pub deletions: Vec<ChildKey>,
 }
 
 /// Everything one decision is made from.
@@ -152,50 +123,11 @@ pub fn now_millis() -> i64 {
 pub mod fixtures {
     use std::sync::Arc;
 
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::api::{ApiResource, DynamicObject};
-    use serde_json::{Value, json};
 
     use super::{InFlight, Observation, Observed};
     use crate::kubernetes::access::Resolved;
-
-    pub fn podsets() -> ApiResource {
-        ApiResource::erase::<crate::crd::PodSet>(&())
-    }
-
-    pub fn pods() -> ApiResource {
-        ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&())
-    }
-
-    pub fn deployments() -> ApiResource {
-        ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&())
-    }
-
-    /// A PodSet `web` in namespace `ns`, generation 2.
-    pub fn podset(replicas: i32) -> DynamicObject {
-        let mut p = DynamicObject::new("web", &podsets()).within("ns");
-        p.metadata.uid = Some("uid-web".into());
-        p.metadata.generation = Some(2);
-        p.metadata.resource_version = Some("7".into());
-        p.data = json!({ "spec": { "replicas": replicas } });
-        p
-    }
-
-    /// A pod `name` the PodSet controls, in `phase`.
-    pub fn pod(name: &str, phase: &str) -> DynamicObject {
-        let mut p = DynamicObject::new(name, &pods()).within("ns");
-        p.metadata.uid = Some(format!("uid-{name}"));
-        p.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: "app.example.com/v1alpha1".into(),
-            kind: "PodSet".into(),
-            name: "web".into(),
-            uid: "uid-web".into(),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        }]);
-        p.data = json!({ "spec": { "containers": [] }, "status": { "phase": phase } });
-        p
-    }
+    pub use podset_test_support::objects::{configmap, deployments, pod, pods, podset, podsets};
 
     pub fn observed(parent: DynamicObject, children: Vec<(ApiResource, DynamicObject)>) -> Observed {
         Observed {
@@ -215,19 +147,10 @@ pub mod fixtures {
     pub fn resolved(finalizer: Option<&str>) -> Resolved {
         Resolved {
             parent: podsets(),
-            children: vec![pods(), deployments(), ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&())],
+            children: vec![pods(), deployments(), podset_test_support::objects::configmaps()],
             related: Vec::new(),
             finalizer: finalizer.map(String::from),
         }
-    }
-
-    pub fn configmap(name: &str, extra: Value) -> Value {
-        let mut v =
-            json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name }, "data": { "a": "b" } });
-        if let (Some(m), Some(e)) = (v["metadata"].as_object_mut(), extra.as_object()) {
-            m.extend(e.clone());
-        }
-        v
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
 
-use super::observe::ChildKey;
+use super::keys::ChildKey;
 
 /// What a policy asked for, translated from its world's actions, not yet checked.
 #[derive(Debug, Default, Clone, PartialEq)]

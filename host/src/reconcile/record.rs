@@ -180,8 +180,7 @@ impl Files {
         std::fs::create_dir_all(&object)?;
         let at = Timestamp::now();
         let name = format!("{} {}/{} at {at} by {}", s.kind, s.namespace, s.name, entry.policy);
-        let text =
-            crate::sandbox::scenario::write(&name, &entry.digest, &entry.input, entry.outcome.as_ref().map_err(|e| *e));
+        let text = crate::scenario::write(&name, &entry.digest, &entry.input, entry.outcome.as_ref().map_err(|e| *e));
         // Sorts by time, then by the order of this run's writes.
         let file = object.join(format!("{}-{:06}.yaml", at.strftime("%Y%m%dT%H%M%S%.3fZ"), self.next % 1_000_000));
         std::fs::write(&file, &text)?;

@@ -30,14 +30,13 @@ use parking_lot::Mutex;
 use tracing::{debug, info, warn};
 
 use super::check;
-use super::decide::input_for;
 use super::observe::Observed;
-use crate::contract::{podset, reconciler};
+use super::translate::{input_for, plan_for};
 use crate::crd::{ShadowDifference, ShadowStatus};
 use crate::metrics::Metrics;
 use crate::registry::{PolicyRef, Shadow, ShadowSource};
-use crate::sandbox::compare::{Normal, Outcome, Side, compare};
 use crate::sandbox::{Actions, Digest};
+use crate::scenario::compare::{Normal, Outcome, Side, compare};
 
 /// Jobs waiting for the shadow thread. A job is a cloned observation (`Arc`s) and the
 /// live actions: a few KiB for a parent of 5 pods, so a full queue holds a few MiB.
@@ -206,10 +205,7 @@ pub fn judge(shadow: &Shadow, observed: &Observed, live: &Side) -> Verdict {
     let normal = Normal::of_actions(&decision.actions);
     // The same checks as the live actions: a shadow that decides what would be refused
     // is not one to promote.
-    let plan = match decision.actions {
-        Actions::PodSet(actions) => podset::plan(actions, observed),
-        Actions::Reconcile(actions) => reconciler::plan(actions),
-    };
+    let plan = plan_for(decision.actions, observed);
     if let Err(r) = plan.and_then(|plan| check::check(plan, observed, &shadow.admitted.resolved)) {
         return Verdict::Failed(format!("{}: {r}", r.reason()));
     }

@@ -14,10 +14,10 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::watcher::Event;
 use kube::{Client, ResourceExt};
 
-use super::decide::input_for;
 use super::expectations::Expectations;
 use super::observe::{self, Caches};
 use super::record::redact;
+use super::translate::input_for;
 use crate::contract::declarations::{kind_name, to_gvk};
 use crate::kubernetes::access::{AccessError, discover_all};
 use crate::kubernetes::object::Object;
@@ -109,7 +109,7 @@ pub async fn snapshot(
         policy.label()
     );
     let outcome = decision.as_ref().map(|d| &d.actions).map_err(|e| e.reason());
-    Ok(crate::sandbox::scenario::write(&title, &policy.digest().to_string(), &input, outcome))
+    Ok(crate::scenario::write(&title, &policy.digest().to_string(), &input, outcome))
 }
 
 #[cfg(test)]

@@ -17,10 +17,10 @@ use kube::api::{Api, DynamicObject, PostParams};
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
-use super::observe::ParentRef;
+use super::keys::ParentRef;
 use crate::conditions::{self, HOST_CONDITIONS};
-use crate::error::Result;
 use crate::kubernetes::object::Object;
+use crate::reconcile::error::Result;
 
 /// The status field in which the host records the digest of the policy that decided
 /// last. In the status rather than an annotation so that a decision costs one write to

@@ -31,7 +31,7 @@ pub enum Error {
     Incompatible(String),
 
     #[error("the policy's declarations are not valid: {0}")]
-    InvalidDeclarations(String),
+    InvalidDeclarations(#[from] crate::contract::declarations::Invalid),
 
     #[error("policy trapped: {0}")]
     Trap(String),
@@ -93,3 +93,5 @@ impl Error {
 pub(crate) fn chain(e: &wasmtime::Error) -> String {
     format!("{e:#}")
 }
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

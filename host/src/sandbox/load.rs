@@ -5,10 +5,48 @@ use std::sync::Arc;
 use wasmtime::component::Component;
 
 use super::error::chain;
-use super::{Digest, Error, Policy, PolicyEngine, Result};
-use super::{World, inspect};
+use std::sync::Weak;
+
+use super::engine::{Policy, PolicyEngine, World};
+use super::{Digest, Error, Result, heap, inspect};
 use crate::contract::bindings::{PodsetPolicyPre, ReconcilePolicyPre, contract_version, interface_name};
 use crate::contract::declarations;
+
+impl PolicyEngine {
+    /// Checks and compiles a module, or returns the already compiled one with the same
+    /// digest. Blocking (compilation takes milliseconds to seconds): call it off the
+    /// async executor, e.g. via [`PolicyEngine::load_async`].
+    pub fn load(&self, bytes: &[u8]) -> Result<Arc<Policy>> {
+        let digest = Digest::of(bytes);
+        if let Some(p) = self.cached(&digest) {
+            return Ok(p);
+        }
+        let loaded = load(self, bytes, digest);
+        // Loaded or refused, the compiler's scratch memory is free now.
+        heap::release_freed();
+        let policy = Arc::new(loaded?);
+        let mut compiled = self.compiled.lock().map_err(|_| Error::Engine("policy cache lock poisoned".into()))?;
+        compiled.retain(|_, p| p.strong_count() > 0);
+        // Two loads of the same bytes may race; the first one in wins.
+        if let Some(existing) = compiled.get(&digest).and_then(Weak::upgrade) {
+            return Ok(existing);
+        }
+        compiled.insert(digest, Arc::downgrade(&policy));
+        Ok(policy)
+    }
+
+    /// [`PolicyEngine::load`] on a blocking thread.
+    pub async fn load_async(self: &Arc<Self>, bytes: Vec<u8>) -> Result<Arc<Policy>> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.load(&bytes))
+            .await
+            .map_err(|e| Error::Engine(format!("load task: {e}")))?
+    }
+
+    fn cached(&self, digest: &Digest) -> Option<Arc<Policy>> {
+        self.compiled.lock().ok()?.get(digest).and_then(Weak::upgrade)
+    }
+}
 
 /// Bytes → must be a component → small enough to compile → imports within the allowlist → exports `identity`
 /// and one world's interface of this contract → links → `info()` runs in the sandbox,

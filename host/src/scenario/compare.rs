@@ -22,8 +22,9 @@ use serde_json::{Map, Value};
 use serde_yaml::Value as Yaml;
 use similar::TextDiff;
 
-use super::Actions;
+use super::yaml::readable;
 use crate::conditions::HOST_CONDITIONS;
+use crate::sandbox::Actions;
 
 /// A decision in the form it is compared in. Build one with [`Normal::of_actions`]
 /// (a policy's world actions) or by hand from the host's plan, then [`Normal::normalise`].
@@ -66,7 +67,7 @@ impl Normal {
     /// The normal form of a world's actions, as a policy returned them.
     pub fn of_actions(actions: &Actions) -> Normal {
         let mut n = Normal::default();
-        let Yaml::Sequence(list) = super::scenario::readable(actions) else { return n };
+        let Yaml::Sequence(list) = readable(actions) else { return n };
         for action in list {
             let Yaml::Tagged(t) = action else { continue };
             let value = serde_json::to_value(&t.value).unwrap_or(Value::Null);

@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_yaml::Value;
-use serde_yaml::value::TaggedValue;
 use similar::TextDiff;
 
 use super::compare::{Normal, Side};
-use super::{Actions, Error, Input, Policy};
+use super::yaml::{embed_json, podset_input_of_0_2, readable, to_yaml, unfold_bodies};
+use crate::sandbox::{Actions, Error, Input, Policy};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,7 +85,7 @@ impl Scenario {
         input_for(policy, self.input.clone())
     }
 
-    /// The expected decision, in the form [`compare`](super::compare) compares.
+    /// The expected decision, in the form [`compare`](super::compare::compare) compares.
     pub fn expected(&self, policy: &Policy) -> Result<Side, Failure> {
         match (&self.expect.actions, &self.expect.error) {
             (Some(actions), _) => Ok(Ok(Normal::of_actions(&expected_actions(policy, actions.clone())?))),
@@ -120,7 +120,7 @@ impl Scenario {
     }
 }
 
-/// What `policy` decides for `input`, in the form [`compare`](super::compare) compares.
+/// What `policy` decides for `input`, in the form [`compare`](super::compare::compare) compares.
 pub fn decided(policy: &Policy, input: &Input) -> Side {
     policy.decide(input).map(|d| Normal::of_actions(&d.actions)).map_err(|e| e.reason().to_string())
 }
@@ -147,28 +147,6 @@ pub fn write(name: &str, digest: &str, input: &Input, outcome: Result<&Actions, 
     to_yaml(&Value::Mapping(file))
 }
 
-/// An input's `body` JSON strings as YAML, the inverse of [`embed_json`] on an input.
-fn unfold_bodies(value: Value) -> Value {
-    match value {
-        Value::Mapping(m) => Value::Mapping(
-            m.into_iter()
-                .map(|(k, v)| {
-                    let v = match (k.as_str(), v) {
-                        (Some("body"), Value::String(s)) => serde_json::from_str::<serde_json::Value>(&s)
-                            .ok()
-                            .and_then(|j| serde_yaml::to_value(j).ok())
-                            .unwrap_or(Value::String(s)),
-                        (_, v) => unfold_bodies(v),
-                    };
-                    (k, v)
-                })
-                .collect(),
-        ),
-        Value::Sequence(s) => Value::Sequence(s.into_iter().map(unfold_bodies).collect()),
-        other => other,
-    }
-}
-
 /// Reads `value` (an input file's YAML) as an input of `policy`'s world.
 pub fn input_for(policy: &Policy, value: Value) -> Result<Input, Failure> {
     if policy.is_podset_world() {
@@ -178,86 +156,12 @@ pub fn input_for(policy: &Policy, value: Value) -> Result<Input, Failure> {
     }
 }
 
-/// A PodSet input as contract 0.2.0 wrote it, in 0.3.0's terms: a pod's `node_name`
-/// becomes `scheduled` (whether there was one). The fields 0.3.0 dropped (`uid`,
-/// `labels`) are ignored when read, so recordings and scenarios of 0.2.0 keep working.
-fn podset_input_of_0_2(mut value: Value) -> Value {
-    if let Some(Value::Sequence(pods)) = value.get_mut("pods") {
-        for pod in pods.iter_mut().filter_map(Value::as_mapping_mut) {
-            if !pod.contains_key("scheduled")
-                && let Some(node) = pod.remove("node_name")
-            {
-                pod.insert("scheduled".into(), Value::Bool(!node.is_null()));
-            }
-        }
-    }
-    value
-}
-
 fn expected_actions(policy: &Policy, value: Value) -> Result<Actions, Failure> {
     if policy.is_podset_world() {
         serde_yaml::from_value(value).map(Actions::PodSet).map_err(Failure::Actions)
     } else {
         serde_yaml::from_value(embed_json(value, false)).map(Actions::Reconcile).map_err(Failure::Actions)
     }
-}
-
-/// The contract's JSON fields, written as YAML in a file, as the JSON strings the
-/// contract carries. `payload` is true inside a tag whose payload is JSON.
-fn embed_json(value: Value, payload: bool) -> Value {
-    if payload && !matches!(value, Value::String(_)) {
-        return Value::String(serde_json::to_string(&value).unwrap_or_default());
-    }
-    match value {
-        Value::Mapping(m) => Value::Mapping(
-            m.into_iter()
-                .map(|(k, v)| {
-                    let is_body = k.as_str() == Some("body");
-                    (k, embed_json(v, is_body))
-                })
-                .collect(),
-        ),
-        Value::Sequence(s) => Value::Sequence(s.into_iter().map(|v| embed_json(v, false)).collect()),
-        Value::Tagged(t) => {
-            let json = matches!(t.tag.to_string().trim_start_matches('!'), "Create" | "Apply" | "UpdateStatus");
-            Value::Tagged(Box::new(TaggedValue { tag: t.tag, value: embed_json(t.value, json) }))
-        }
-        other => other,
-    }
-}
-
-/// Actions as YAML a person reads: JSON strings of the any-kind world unfolded, so
-/// expected and actual compare by value and diff line by line.
-pub fn readable(actions: &Actions) -> Value {
-    let v = match actions {
-        Actions::PodSet(a) => serde_yaml::to_value(a),
-        Actions::Reconcile(a) => serde_yaml::to_value(a),
-    }
-    .unwrap_or(Value::Null);
-    unfold_json(v)
-}
-
-fn unfold_json(value: Value) -> Value {
-    match value {
-        Value::Sequence(s) => Value::Sequence(s.into_iter().map(unfold_json).collect()),
-        Value::Mapping(m) => Value::Mapping(m.into_iter().map(|(k, v)| (k, unfold_json(v))).collect()),
-        Value::Tagged(t) => {
-            let json = matches!(t.tag.to_string().trim_start_matches('!'), "Create" | "Apply" | "UpdateStatus");
-            let value = match (&t.value, json) {
-                (Value::String(s), true) => serde_json::from_str::<serde_json::Value>(s)
-                    .ok()
-                    .and_then(|j| serde_yaml::to_value(j).ok())
-                    .unwrap_or(t.value.clone()),
-                _ => unfold_json(t.value.clone()),
-            };
-            Value::Tagged(Box::new(TaggedValue { tag: t.tag, value }))
-        }
-        other => other,
-    }
-}
-
-pub fn to_yaml(v: &Value) -> String {
-    serde_yaml::to_string(v).unwrap_or_else(|e| format!("<unprintable: {e}>"))
 }
 
 fn diff(expected: &str, actual: &str) -> String {
@@ -320,8 +224,8 @@ mod tests {
         let expected: Vec<Action> =
             serde_yaml::from_value(embed_json(s.expect.actions.clone().expect("actions"), false)).expect("actions");
         assert_eq!(
-            super::super::compare::Normal::of_actions(&Actions::Reconcile(expected)),
-            super::super::compare::Normal::of_actions(&actions)
+            crate::scenario::compare::Normal::of_actions(&Actions::Reconcile(expected)),
+            crate::scenario::compare::Normal::of_actions(&actions)
         );
         let failed = write("x", "sha256:00", &input, Err("PolicyTrapped"));
         let s: Scenario = serde_yaml::from_str(&failed).expect("a scenario");
@@ -345,26 +249,5 @@ mod tests {
         let value: Value = serde_yaml::from_str(&unscheduled).expect("yaml");
         let input: PInput = serde_yaml::from_value(podset_input_of_0_2(value)).expect("a 0.2.0 input reads");
         assert!(!input.pods[0].scheduled);
-    }
-
-    #[test]
-    fn yaml_json_fields_become_json_strings_and_back() {
-        let file: Value = serde_yaml::from_str(
-            "parent: {body: {spec: {size: 3}}}\nactions: [!Apply {kind: Deployment, spec: {replicas: 3}}, !RequeueAfter 5]",
-        )
-        .expect("yaml");
-        let embedded = embed_json(file, false);
-        let body = &embedded["parent"]["body"];
-        assert_eq!(
-            body.as_str().map(|s| serde_json::from_str::<serde_json::Value>(s).ok()),
-            Some(Some(serde_json::json!({"spec": {"size": 3}})))
-        );
-        let Value::Tagged(apply) = &embedded["actions"][0] else { panic!("tagged") };
-        assert!(apply.value.as_str().is_some_and(|s| s.contains("\"replicas\":3")));
-        let Value::Tagged(requeue) = &embedded["actions"][1] else { panic!("tagged") };
-        assert_eq!(requeue.value, Value::from(5));
-        let unfolded = unfold_json(embedded["actions"].clone());
-        let Value::Tagged(apply) = &unfolded[0] else { panic!("tagged") };
-        assert_eq!(apply.value["spec"]["replicas"], Value::from(3));
     }
 }

@@ -8,6 +8,7 @@
 //! image is pulled when the spec changes, and checked again every `--registry-poll`
 //! (a moved tag, a registry back up); its pull Secrets are read at every pull.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,13 +24,12 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::image::{self, Request};
-use super::{admit, decides};
-use crate::conditions;
-use crate::context::Context;
-use crate::crd::{ImageStatus, PolicyMode, ReconcilePolicy, ReconcilePolicyStatus};
+use super::policy_status::{self, Outcome, Refusal};
+use super::{Sources, admit, decides};
+use crate::crd::{ImageStatus, ReconcilePolicy};
 use crate::kubernetes::cache::reflected;
 use crate::kubernetes::events::{Origin, event};
-use crate::registry::{Admitted, PolicyRef, ShadowSource};
+use crate::registry::{PolicyRef, ShadowSource};
 use crate::sandbox::Digest;
 
 /// Why a ReconcilePolicy's reconcile failed (only API errors: a bad module is a
@@ -48,21 +48,21 @@ fn key_of(rp: &ReconcilePolicy) -> PolicyRef {
 /// parents wait for the module instead of failing); a deletion withdraws it at once,
 /// and a relist withdraws those deleted while the watch was down.
 pub fn events(
-    ctx: Arc<Context>,
+    src: Arc<Sources>,
     api: Api<ReconcilePolicy>,
     writer: reflector::store::Writer<ReconcilePolicy>,
 ) -> impl futures::Stream<Item = Result<ReconcilePolicy, watcher::Error>> + Send {
     let store = writer.as_reader();
-    reflected(api, watcher::Config::default(), writer, ctx.policy_cache.clone())
+    reflected(api, watcher::Config::default(), writer, src.ctx.policy_cache.clone())
         .inspect_ok(move |ev| match ev {
-            watcher::Event::Apply(rp) | watcher::Event::InitApply(rp) => declare(&ctx, rp),
-            watcher::Event::Delete(rp) => withdraw(&ctx, &key_of(rp)),
+            watcher::Event::Apply(rp) | watcher::Event::InitApply(rp) => declare(&src, rp),
+            watcher::Event::Delete(rp) => withdraw(&src, &key_of(rp)),
             watcher::Event::InitDone => {
                 let present: std::collections::HashSet<PolicyRef> = store.state().iter().map(|rp| key_of(rp)).collect();
                 let gone: Vec<PolicyRef> =
-                    ctx.registry.named_keys().into_iter().filter(|k| !present.contains(k)).collect();
+                    src.ctx.registry.named_keys().into_iter().filter(|k| !present.contains(k)).collect();
                 for key in gone {
-                    withdraw(&ctx, &key);
+                    withdraw(&src, &key);
                 }
             }
             _ => {}
@@ -75,37 +75,37 @@ pub fn events(
 /// selector or mode re-queues the parents of its namespace, of the kind it serves: a
 /// parent it now selects or no longer selects, or whose shadow it became, is decided
 /// again at once rather than at its next change.
-fn declare(ctx: &Context, rp: &ReconcilePolicy) {
+fn declare(src: &Sources, rp: &ReconcilePolicy) {
     let key = key_of(rp);
-    let changed = match ctx.registry.declare(&key, rp.spec.selector.as_ref(), rp.spec.mode) {
+    let changed = match src.ctx.registry.declare(&key, rp.spec.selector.as_ref(), rp.spec.mode) {
         Ok(changed) => changed,
-        Err(_) => ctx.registry.declare(&key, None, rp.spec.mode).unwrap_or(false),
+        Err(_) => src.ctx.registry.declare(&key, None, rp.spec.mode).unwrap_or(false),
     };
-    if changed && let Some(serving) = ctx.registry.serving(&key) {
-        let n = ctx.kinds.requeue(&serving.parent_kind(), |p| p.namespace() == key.namespace);
+    if changed && let Some(serving) = src.ctx.registry.serving(&key) {
+        let n = src.kinds.requeue(&serving.parent_kind(), |p| p.namespace() == key.namespace);
         info!(rp = %key, mode = ?rp.spec.mode, requeued = n, "ReconcilePolicy selector or mode changed");
     }
 }
 
 /// Stops serving the ReconcilePolicy `key`; its parents fall back to other policies
 /// (or report that none can decide) at once.
-fn withdraw(ctx: &Arc<Context>, key: &PolicyRef) {
-    let served = ctx.registry.serving(key);
+fn withdraw(src: &Arc<Sources>, key: &PolicyRef) {
+    let served = src.ctx.registry.serving(key);
     let concerned: Option<(kube::core::GroupVersionKind, Vec<Arc<crate::kubernetes::object::Object>>)> =
         served.map(|a| {
             let kind = a.parent_kind();
-            let parents = ctx.kinds.get(&kind).map(|k| k.parents.state()).unwrap_or_default();
-            let concerned = parents.into_iter().filter(|p| ctx.registry.concerns(key, p)).collect();
+            let parents = src.kinds.get(&kind).map(|k| k.parents.state()).unwrap_or_default();
+            let concerned = parents.into_iter().filter(|p| src.ctx.registry.concerns(key, p)).collect();
             (kind, concerned)
         });
-    ctx.registry.remove(key);
-    ctx.shadows.forget(&ShadowSource::Named(key.clone()));
-    let ctx = ctx.clone();
+    src.ctx.registry.remove(key);
+    src.ctx.shadows.forget(&ShadowSource::Named(key.clone()));
+    let src = src.clone();
     let key = key.clone();
     tokio::spawn(async move {
-        ctx.kinds.sync(&ctx).await;
+        src.kinds.sync(&src.ctx).await;
         if let Some((kind, parents)) = concerned {
-            if let Some(k) = ctx.kinds.get(&kind) {
+            if let Some(k) = src.kinds.get(&kind) {
                 parents.iter().for_each(|p| k.requeue(p));
             }
             info!(policy = %key, requeued = parents.len(), "ReconcilePolicy withdrawn");
@@ -115,7 +115,7 @@ fn withdraw(ctx: &Arc<Context>, key: &PolicyRef) {
 
 /// Runs the ReconcilePolicy controller until `shutdown`.
 pub async fn run(
-    ctx: Arc<Context>,
+    src: Arc<Sources>,
     stream: impl futures::Stream<Item = Result<ReconcilePolicy, watcher::Error>> + Send + 'static,
     store: Store<ReconcilePolicy>,
     configmaps: Api<PartialObjectMeta<ConfigMap>>,
@@ -141,7 +141,7 @@ pub async fn run(
         })
         .reconcile_on(requeue)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile, error_policy, src)
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!("ReconcilePolicy controller: {e}");
@@ -150,172 +150,87 @@ pub async fn run(
         .await;
 }
 
-async fn reconcile(rp: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile(rp: Arc<ReconcilePolicy>, src: Arc<Sources>) -> Result<Action, Error> {
     let key = key_of(&rp);
     let started = Instant::now();
     // Another shard's policy: its replicas load it and report on it.
     tokio::select! {
-        _ = ctx.shard.synced() => {}
-        _ = ctx.shutdown.cancelled() => return Ok(Action::await_change()),
+        _ = src.ctx.shard.synced() => {}
+        _ = src.ctx.shutdown.cancelled() => return Ok(Action::await_change()),
     }
-    if !ctx.shard.serves(rp.metadata.namespace.as_deref()) {
+    if !src.ctx.shard.serves(rp.metadata.namespace.as_deref()) {
         return Ok(Action::await_change());
     }
     // A standby loads modules too, ready to take over; the Events and the status
     // written below are the leader's to write.
-    let (outcome, image) = load(&rp, &ctx).await?;
+    let (outcome, image) = load(&rp, &src).await?;
     tokio::select! {
-        _ = ctx.leadership.acting() => {}
-        _ = ctx.shutdown.cancelled() => return Ok(Action::await_change()),
+        _ = src.ctx.leadership.acting() => {}
+        _ = src.ctx.shutdown.cancelled() => return Ok(Action::await_change()),
     }
-    let serving = ctx.registry.serving(&key);
-    let generation = rp.metadata.generation;
+    let serving = src.ctx.registry.serving(&key);
     let current = rp.status.clone().unwrap_or_default();
-    let mut next = ReconcilePolicyStatus { observed_generation: generation, ..current.clone() };
-    next.loaded_digest = serving.as_ref().map(|a| a.policy.digest().to_string());
-    next.kind = serving.as_ref().map(|a| crate::contract::declarations::kind_name(&a.parent_kind()));
-    let mut retry = None;
     if rp.spec.image.is_some() {
-        report_image(&ctx, &rp, current.image.as_ref(), image.as_ref());
-        next.image = image;
-        // A moved tag and a registry back up are noticed by asking again.
-        retry = Some(ctx.registry_poll);
+        report_image(&src, &rp, current.image.as_ref(), image.as_ref());
     }
+    let next = policy_status::next(&rp, serving.as_deref(), &outcome, image);
+    let source = if rp.spec.image.is_some() { "registry" } else { "configmap" };
     match &outcome {
-        Outcome::Loaded { swapped: admitted } => {
-            let policy = serving.as_ref().map(|a| a.policy.label().to_string()).unwrap_or_default();
-            let source = if admitted.is_some() && rp.spec.image.is_some() { "registry" } else { "configmap" };
-            let mut doing = match rp.spec.mode {
-                PolicyMode::Enforce => format!("serving {policy}"),
-                PolicyMode::Shadow => format!("shadowing with {policy}: it decides beside the live policy, never acts"),
-            };
-            if let Some(why) = next.image.as_ref().and_then(|i| i.unreachable.as_ref()) {
-                doing.push_str(&format!(", from the operator's cache: {why}"));
-            }
-            let ready = conditions::new("Ready", "True", "Loaded", &doing, generation);
-            conditions::set(&mut next.conditions, &current.conditions, ready);
-            next.conditions.retain(|c| c.type_ != "Failed");
-            if let Some(admitted) = admitted {
-                ctx.metrics.policy_loaded(source, true);
-                let n = super::swapped(&ctx, &admitted.parent_kind(), |p| {
-                    decides(&ctx, admitted, p) || ctx.registry.concerns(&key, p)
-                })
-                .await;
-                info!(policy = %policy, rp = %key, requeued = n, took = ?started.elapsed(), "ReconcilePolicy module swapped in");
-                publish(
-                    &ctx,
-                    &rp,
-                    EventType::Normal,
-                    "PolicyLoaded",
-                    format!("Serving {policy}; {n} objects re-queued"),
-                );
-            }
+        Outcome::Loaded { swapped: Some(admitted) } => {
+            let policy = admitted.policy.label().to_string();
+            src.ctx.metrics.policy_loaded(source, true);
+            let n = super::swapped(&src, &admitted.parent_kind(), |p| {
+                decides(&src.ctx, admitted, p) || src.ctx.registry.concerns(&key, p)
+            })
+            .await;
+            info!(policy = %policy, rp = %key, requeued = n, took = ?started.elapsed(), "ReconcilePolicy module swapped in");
+            let note = format!("Serving {policy}; {n} objects re-queued");
+            publish(&src, &rp, EventType::Normal, "PolicyLoaded", note);
         }
-        Outcome::Refused { reason, message, retryable } => {
-            if *retryable {
-                retry = Some(RETRY);
-            }
-            ctx.metrics.policy_loaded(if rp.spec.image.is_some() { "registry" } else { "configmap" }, false);
-            ctx.registry.refuse(&key, format!("{reason}: {message}"));
-            let failed = conditions::new("Failed", "True", reason, message, generation);
-            conditions::set(&mut next.conditions, &current.conditions, failed);
-            let ready = match &serving {
-                Some(p) => conditions::new(
-                    "Ready",
-                    "True",
-                    "LastGoodServing",
-                    &format!("still serving {}", p.policy.label()),
-                    generation,
-                ),
-                None => conditions::new("Ready", "False", reason, "no module has loaded", generation),
-            };
-            conditions::set(&mut next.conditions, &current.conditions, ready);
+        Outcome::Loaded { swapped: None } => {}
+        Outcome::Refused { reason, message, .. } => {
+            src.ctx.metrics.policy_loaded(source, false);
+            src.ctx.registry.refuse(&key, format!("{reason}: {message}"));
             warn!(rp = %key, reason, still_serving = serving.as_ref().map(|a| a.policy.label()).unwrap_or("nothing"), "ReconcilePolicy module refused: {message}");
             if next.conditions != current.conditions {
-                publish(&ctx, &rp, EventType::Warning, "PolicyRejected", format!("{reason}: {message}"));
+                publish(&src, &rp, EventType::Warning, "PolicyRejected", format!("{reason}: {message}"));
             }
             if serving.is_none() {
                 // Its parents must learn there is nothing to decide for them.
-                for kind in
-                    ctx.registry.enforcing().iter().map(|a| a.parent_kind()).collect::<std::collections::HashSet<_>>()
-                {
-                    ctx.kinds.requeue(&kind, |p| ctx.registry.concerns(&key, p));
+                let kinds: HashSet<_> = src.ctx.registry.enforcing().iter().map(|a| a.parent_kind()).collect();
+                for kind in kinds {
+                    src.kinds.requeue(&kind, |p| src.ctx.registry.concerns(&key, p));
                 }
             }
         }
     }
     if next != current {
-        let api: Api<ReconcilePolicy> =
-            Api::namespaced(ctx.client.clone(), key.namespace.as_deref().unwrap_or_default());
-        let patch = serde_json::json!({ "status": {
-            "loadedDigest": next.loaded_digest,
-            "kind": next.kind,
-            "observedGeneration": next.observed_generation,
-            "conditions": next.conditions,
-            // Every field, null when unset: a merge patch keeps what it does not name.
-            "image": next.image.as_ref().map(|i| serde_json::json!({
-                "reference": i.reference,
-                "resolvedDigest": i.resolved_digest,
-                "tagDigest": i.tag_digest,
-                "signedBy": i.signed_by,
-                "unreachable": i.unreachable,
-            })),
-        }});
-        api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        policy_status::write(&src.ctx.client, &key, &next).await?;
     }
     // A ConfigMap change or a spec change brings us back; only a CRD yet to be
-    // installed or an API error is worth polling for.
+    // installed, a retryable refusal, or a registry (a moved tag, a registry back up:
+    // noticed by asking again) is worth polling for.
+    let retry = match &outcome {
+        Outcome::Refused { retryable: true, .. } => Some(RETRY),
+        _ if rp.spec.image.is_some() => Some(src.registry_poll),
+        _ => None,
+    };
     Ok(retry.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// How often a ReconcilePolicy whose kinds are not served yet is tried again.
 const RETRY: Duration = Duration::from_secs(10);
 
-fn error_policy(rp: Arc<ReconcilePolicy>, error: &Error, _ctx: Arc<Context>) -> Action {
+fn error_policy(rp: Arc<ReconcilePolicy>, error: &Error, _src: Arc<Sources>) -> Action {
     warn!(rp = %rp.name_any(), "ReconcilePolicy reconcile failed: {error}");
     Action::requeue(Duration::from_secs(5))
 }
 
-enum Outcome {
-    /// Serving the module the spec pins; what was swapped in, if anything was.
-    Loaded {
-        swapped: Option<Arc<Admitted>>,
-    },
-    Refused {
-        reason: String,
-        message: String,
-        retryable: bool,
-    },
-}
-
-/// A refusal, before anything was loaded.
-struct Refusal {
-    reason: String,
-    message: String,
-    retryable: bool,
-}
-
-impl Refusal {
-    fn new(reason: &str, message: String) -> Self {
-        Refusal { reason: reason.into(), message, retryable: false }
-    }
-
-    fn retry(reason: &str, message: String) -> Self {
-        Refusal { reason: reason.into(), message, retryable: true }
-    }
-}
-
-impl From<Refusal> for Outcome {
-    fn from(r: Refusal) -> Self {
-        Outcome::Refused { reason: r.reason, message: r.message, retryable: r.retryable }
-    }
-}
-
 /// Fetches, verifies, loads and admits the module `rp` points at; with `spec.image`,
 /// also what the image resolved to.
-async fn load(rp: &ReconcilePolicy, ctx: &Context) -> Result<(Outcome, Option<ImageStatus>), Error> {
+async fn load(rp: &ReconcilePolicy, src: &Sources) -> Result<(Outcome, Option<ImageStatus>), Error> {
     let key = key_of(rp);
-    if let Err(e) = ctx.registry.declare(&key, rp.spec.selector.as_ref(), rp.spec.mode) {
+    if let Err(e) = src.ctx.registry.declare(&key, rp.spec.selector.as_ref(), rp.spec.mode) {
         return Ok((Refusal::new("InvalidSelector", e).into(), None));
     }
     let Some(pin) = Digest::parse(&rp.spec.sha256) else {
@@ -323,12 +238,12 @@ async fn load(rp: &ReconcilePolicy, ctx: &Context) -> Result<(Outcome, Option<Im
         return Ok((Refusal::new("InvalidDigest", message).into(), None));
     };
     let (bytes, fetched, image) = match (&rp.spec.config_map_ref, &rp.spec.image) {
-        (Some(r), None) => match from_configmap(rp, ctx, r, pin).await? {
+        (Some(r), None) => match from_configmap(rp, src, r, pin).await? {
             Ok(bytes) => (bytes, None, None),
             Err(refusal) => return Ok((refusal.into(), None)),
         },
         (None, Some(reference)) => {
-            let (result, status) = from_registry(rp, ctx, reference, pin).await?;
+            let (result, status) = from_registry(rp, src, reference, pin).await?;
             match result {
                 Ok((bytes, fetched)) => (bytes, Some(fetched), Some(status)),
                 Err(refusal) => return Ok((refusal.into(), Some(status))),
@@ -340,24 +255,24 @@ async fn load(rp: &ReconcilePolicy, ctx: &Context) -> Result<(Outcome, Option<Im
             return Ok((Refusal::new("InvalidSpec", message).into(), None));
         }
     };
-    if ctx.registry.serving(&key).is_some_and(|a| *a.policy.digest() == pin) {
+    if src.ctx.registry.serving(&key).is_some_and(|a| *a.policy.digest() == pin) {
         return Ok((Outcome::Loaded { swapped: None }, image));
     }
-    let policy = match ctx.engine.load_async(bytes).await {
+    let policy = match src.ctx.engine.load_async(bytes).await {
         Ok(policy) => policy,
         Err(e) => return Ok((Refusal::new(e.reason(), e.to_string()).into(), image)),
     };
-    match admit(ctx, policy).await {
+    match admit(&src.ctx, policy).await {
         Ok(admitted) => {
             let admitted = Arc::new(admitted);
-            ctx.registry.serve(&key, admitted.clone());
+            src.ctx.registry.serve(&key, admitted.clone());
             if let (Some(reference), Some(fetched)) = (&rp.spec.image, &fetched) {
-                image::remember(ctx, reference, fetched);
+                image::remember(src, reference, fetched);
             }
             Ok((Outcome::Loaded { swapped: Some(admitted) }, image))
         }
         Err(e) => {
-            ctx.metrics.policy_refused(e.reason());
+            src.ctx.metrics.policy_refused(e.reason());
             let refused =
                 Outcome::Refused { reason: e.reason().into(), message: e.to_string(), retryable: e.is_retryable() };
             Ok((refused, image))
@@ -369,11 +284,12 @@ async fn load(rp: &ReconcilePolicy, ctx: &Context) -> Result<(Outcome, Option<Im
 /// `KEY.sig`, when signatures are required).
 async fn from_configmap(
     rp: &ReconcilePolicy,
-    ctx: &Context,
+    src: &Sources,
     r: &crate::crd::ConfigMapKeyRef,
     pin: Digest,
 ) -> Result<Result<Vec<u8>, Refusal>, Error> {
-    let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), rp.metadata.namespace.as_deref().unwrap_or_default());
+    let cms: Api<ConfigMap> =
+        Api::namespaced(src.ctx.client.clone(), rp.metadata.namespace.as_deref().unwrap_or_default());
     let Some(cm) = cms.get_opt(&r.name).await? else {
         return Ok(Err(Refusal::new("ConfigMapNotFound", format!("ConfigMap {:?} not found", r.name))));
     };
@@ -391,12 +307,12 @@ async fn from_configmap(
         let message = format!("ConfigMap {:?} key {:?} holds {digest}, but spec.sha256 pins {pin}", r.name, r.key);
         return Ok(Err(Refusal::new("DigestMismatch", message)));
     }
-    if ctx.trust.required {
+    if src.trust.required {
         let sig_key = format!("{}.sig", r.key);
         let sig = (cm.data.as_ref().and_then(|d| d.get(&sig_key)).map(|s| s.as_bytes().to_vec()))
             .or_else(|| cm.binary_data.as_ref().and_then(|d| d.get(&sig_key)).map(|b| b.0.clone()));
         let beside = format!("(key {sig_key:?} of ConfigMap {:?})", r.name);
-        if let Err(e) = ctx.trust.verify_blob(&bytes, sig.as_deref(), &beside) {
+        if let Err(e) = src.trust.verify_blob(&bytes, sig.as_deref(), &beside) {
             return Ok(Err(Refusal::new(e.reason(), e.to_string())));
         }
     }
@@ -408,7 +324,7 @@ async fn from_configmap(
 /// and CA, verified, checked against the pin; and what the image resolved to.
 async fn from_registry(
     rp: &ReconcilePolicy,
-    ctx: &Context,
+    src: &Sources,
     reference: &str,
     pin: Digest,
 ) -> Result<(Result<(Vec<u8>, image::Fetched), Refusal>, ImageStatus), Error> {
@@ -423,13 +339,13 @@ async fn from_registry(
         ..Default::default()
     };
     let namespace = rp.metadata.namespace.as_deref().unwrap_or_default();
-    let (credentials, ca) = match secrets(ctx, namespace, rp).await? {
+    let (credentials, ca) = match secrets(src, namespace, rp).await? {
         Ok(found) => found,
         Err(refusal) => return Ok((Err(refusal), status)),
     };
     let request =
         Request { reference, resolved: status.resolved_digest.as_deref(), credentials: &credentials, ca: &ca };
-    let fetched = match image::fetch(ctx, &request).await {
+    let fetched = match image::fetch(src, &request).await {
         Ok(f) => f,
         Err(e) => {
             if e.is_unreachable() {
@@ -459,12 +375,12 @@ async fn from_registry(
 /// read now (a rotated Secret counts from its next pull).
 #[allow(clippy::type_complexity)]
 async fn secrets(
-    ctx: &Context,
+    src: &Sources,
     namespace: &str,
     rp: &ReconcilePolicy,
 ) -> Result<Result<(crate::oci::auth::Credentials, Vec<Vec<u8>>), Refusal>, Error> {
     use k8s_openapi::api::core::v1::Secret;
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let api: Api<Secret> = Api::namespaced(src.ctx.client.clone(), namespace);
     let mut credentials = crate::oci::auth::Credentials::default();
     for s in &rp.spec.image_pull_secrets {
         let Some(secret) = api.get_opt(&s.name).await? else {
@@ -496,7 +412,7 @@ async fn secrets(
 }
 
 /// Events for what changed about the image: a moved tag, a registry gone or back.
-fn report_image(ctx: &Context, rp: &ReconcilePolicy, before: Option<&ImageStatus>, now: Option<&ImageStatus>) {
+fn report_image(src: &Sources, rp: &ReconcilePolicy, before: Option<&ImageStatus>, now: Option<&ImageStatus>) {
     let Some(now) = now else { return };
     if now.tag_digest.is_some() && now.tag_digest != before.and_then(|b| b.tag_digest.clone()) {
         let note = format!(
@@ -505,17 +421,17 @@ fn report_image(ctx: &Context, rp: &ReconcilePolicy, before: Option<&ImageStatus
             now.tag_digest.as_deref().unwrap_or_default(),
             now.resolved_digest.as_deref().unwrap_or("nothing")
         );
-        publish(ctx, rp, EventType::Warning, "TagMoved", note);
+        publish(src, rp, EventType::Warning, "TagMoved", note);
     }
     if now.unreachable.is_some() && before.is_none_or(|b| b.unreachable.is_none()) {
         let note = now.unreachable.clone().unwrap_or_default();
-        publish(ctx, rp, EventType::Warning, "RegistryUnreachable", note);
+        publish(src, rp, EventType::Warning, "RegistryUnreachable", note);
     }
 }
 
-fn publish(ctx: &Context, rp: &ReconcilePolicy, type_: EventType, reason: &str, note: String) {
+fn publish(src: &Sources, rp: &ReconcilePolicy, type_: EventType, reason: &str, note: String) {
     let ev = event(type_, reason, "Load", note, None);
-    ctx.events.publish(&rp.object_ref(&()), ev, Origin::Host);
+    src.ctx.events.publish(&rp.object_ref(&()), ev, Origin::Host);
 }
 
 /// How often the shadows' tallies are written to their ReconcilePolicies' status: a
@@ -528,21 +444,21 @@ pub const SHADOW_EVENT_EVERY: Duration = Duration::from_secs(60);
 /// Until shutdown, writes each Shadow ReconcilePolicy's tally into its
 /// `status.shadow` every [`SHADOW_REPORT`] when it changed, and publishes a
 /// `ShadowDiffers` Event when it differed again, at most every [`SHADOW_EVENT_EVERY`].
-pub async fn report_shadows(ctx: Arc<Context>, policies: Store<ReconcilePolicy>) {
+pub async fn report_shadows(src: Arc<Sources>, policies: Store<ReconcilePolicy>) {
     // Per policy: when the last Event went out, and the differences it counted.
     let mut told: std::collections::HashMap<PolicyRef, (Instant, i64)> = Default::default();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(SHADOW_REPORT) => {}
-            _ = ctx.shutdown.cancelled() => return,
+            _ = src.ctx.shutdown.cancelled() => return,
         }
-        if !ctx.leadership.is_acting() {
+        if !src.ctx.leadership.is_acting() {
             continue;
         }
-        for (key, shadow) in ctx.shadows.changed() {
+        for (key, shadow) in src.ctx.shadows.changed() {
             let Some(rp) = policies.get(&key) else { continue };
             let api: Api<ReconcilePolicy> =
-                Api::namespaced(ctx.client.clone(), key.namespace.as_deref().unwrap_or_default());
+                Api::namespaced(src.ctx.client.clone(), key.namespace.as_deref().unwrap_or_default());
             let patch = serde_json::json!({ "status": { "shadow": &shadow } });
             if let Err(e) = api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 warn!(rp = %key, "cannot write status.shadow: {e}");
@@ -559,7 +475,7 @@ pub async fn report_shadows(ctx: Arc<Context>, policies: Store<ReconcilePolicy>)
                     shadow.differed,
                     shadow.decisions
                 );
-                publish(&ctx, &rp, EventType::Normal, "ShadowDiffers", note);
+                publish(&src, &rp, EventType::Normal, "ShadowDiffers", note);
                 told.insert(key, (Instant::now(), shadow.differed));
             }
         }

@@ -19,9 +19,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use super::Sources;
 use super::image::{self, Request};
 use super::{admit, decides, swapped};
-use crate::context::Context;
 use crate::contract::declarations::kind_name;
 use crate::crd::PolicyMode;
 use crate::registry::Admitted;
@@ -78,28 +78,28 @@ pub fn signature_path(path: &Path) -> PathBuf {
 }
 
 /// The module's bytes, and what a registry gave with them.
-async fn fetch(ctx: &Context, path: &Path) -> Result<(Vec<u8>, Option<image::Fetched>), FileError> {
+async fn fetch(src: &Sources, path: &Path) -> Result<(Vec<u8>, Option<image::Fetched>), FileError> {
     if let Some(reference) = reference_of(path) {
         let request = Request { reference, resolved: None, credentials: &Default::default(), ca: &[] };
-        let fetched = image::fetch(ctx, &request)
+        let fetched = image::fetch(src, &request)
             .await
             .map_err(|source| FileError::Image { reference: reference.to_string(), source })?;
         let digest = &fetched.pulled.manifest_digest;
         match &fetched.from_cache {
-            Some(e) if ctx.registry_down.lock().insert(reference.to_string()) => {
+            Some(e) if src.registry_down.lock().insert(reference.to_string()) => {
                 warn!(reference, %digest, "{e}; the cached module serves");
             }
             Some(e) => tracing::debug!(reference, %digest, "{e}; the cached module serves"),
-            None if ctx.registry_down.lock().remove(reference) => info!(reference, %digest, "registry reachable again"),
+            None if src.registry_down.lock().remove(reference) => info!(reference, %digest, "registry reachable again"),
             None => {}
         }
         return Ok((fetched.pulled.module.clone(), Some(fetched)));
     }
     let bytes = tokio::fs::read(path).await.map_err(|source| FileError::Read { path: path.into(), source })?;
-    if ctx.trust.required {
+    if src.trust.required {
         let sig_path = signature_path(path);
         let sig = tokio::fs::read(&sig_path).await.ok();
-        ctx.trust
+        src.trust
             .verify_blob(&bytes, sig.as_deref(), &sig_path.display().to_string())
             .map_err(|source| FileError::Signature { path: path.into(), source })?;
     }
@@ -108,29 +108,30 @@ async fn fetch(ctx: &Context, path: &Path) -> Result<(Vec<u8>, Option<image::Fet
 
 /// Loads `path` and serves it in `mode` unless it is what already serves. Returns
 /// what it swapped in; the controllers catch up with [`swapped`].
-pub async fn load(ctx: &Arc<Context>, path: &Path, mode: PolicyMode) -> Result<Option<Arc<Admitted>>, FileError> {
+pub async fn load(src: &Arc<Sources>, path: &Path, mode: PolicyMode) -> Result<Option<Arc<Admitted>>, FileError> {
     let started = Instant::now();
-    let (bytes, fetched) = fetch(ctx, path).await?;
-    let current = ctx.registry.file_policy(path);
+    let (bytes, fetched) = fetch(src, path).await?;
+    let current = src.ctx.registry.file_policy(path);
     if current.as_ref().is_some_and(|a| *a.policy.digest() == Digest::of(&bytes)) {
         return Ok(None);
     }
-    let policy = ctx.engine.load_async(bytes).await.map_err(|source| FileError::Load { path: path.into(), source })?;
+    let policy =
+        src.ctx.engine.load_async(bytes).await.map_err(|source| FileError::Load { path: path.into(), source })?;
     let admitted =
-        Arc::new(admit(ctx, policy).await.map_err(|source| FileError::Access { path: path.into(), source })?);
+        Arc::new(admit(&src.ctx, policy).await.map_err(|source| FileError::Access { path: path.into(), source })?);
     let kind = admitted.parent_kind();
-    if let Some(other) = ctx.registry.file_serving(&kind, mode, path) {
+    if let Some(other) = src.ctx.registry.file_serving(&kind, mode, path) {
         let (path, kind) = (path.into(), kind_name(&kind));
         return Err(match mode {
             PolicyMode::Enforce => FileError::Duplicate { path, kind, other },
             PolicyMode::Shadow => FileError::DuplicateShadow { path, kind, other },
         });
     }
-    let old = ctx.registry.serve_file(path, admitted.clone(), mode);
+    let old = src.ctx.registry.serve_file(path, admitted.clone(), mode);
     if let (Some(reference), Some(fetched)) = (reference_of(path), &fetched) {
-        image::remember(ctx, reference, fetched);
+        image::remember(src, reference, fetched);
     }
-    ctx.metrics.policy_loaded(if fetched.is_some() { "registry" } else { "file" }, true);
+    src.ctx.metrics.policy_loaded(if fetched.is_some() { "registry" } else { "file" }, true);
     info!(
         policy = %admitted.policy.label(),
         kind = %kind_name(&kind),
@@ -145,24 +146,24 @@ pub async fn load(ctx: &Arc<Context>, path: &Path, mode: PolicyMode) -> Result<O
 
 /// Reloads `path` and lets the controllers catch up, or reports a refusal; the last
 /// good policy keeps serving. A refusal already reported is not logged again.
-async fn reload(ctx: &Arc<Context>, path: &Path, mode: PolicyMode) -> Result<(), FileError> {
-    match load(ctx, path, mode).await {
+async fn reload(src: &Arc<Sources>, path: &Path, mode: PolicyMode) -> Result<(), FileError> {
+    match load(src, path, mode).await {
         Ok(Some(admitted)) => {
             let started = Instant::now();
             // A new shadow decides beside every live decision of its kind from now on:
             // re-queue them all so that it is tried at once, not at their next change.
             let shadow = mode == PolicyMode::Shadow;
-            let n = swapped(ctx, &admitted.parent_kind(), |p| shadow || decides(ctx, &admitted, p)).await;
+            let n = swapped(src, &admitted.parent_kind(), |p| shadow || decides(&src.ctx, &admitted, p)).await;
 
             info!(policy = %admitted.policy.label(), requeued = n, took = ?started.elapsed(), "policy swapped in");
             Ok(())
         }
         Ok(None) => Ok(()),
         Err(e) => {
-            ctx.metrics.policy_loaded("file", false);
-            let said = ctx.registry.file_error(path).is_some_and(|old| old == e.to_string());
-            ctx.registry.refuse_file(path, e.to_string());
-            let serving = ctx.registry.file_policy(path);
+            src.ctx.metrics.policy_loaded("file", false);
+            let said = src.ctx.registry.file_error(path).is_some_and(|old| old == e.to_string());
+            src.ctx.registry.refuse_file(path, e.to_string());
+            let serving = src.ctx.registry.file_policy(path);
             let still = serving.as_ref().map(|a| a.policy.label()).unwrap_or("nothing");
             if said {
                 return Err(e);
@@ -180,7 +181,7 @@ async fn reload(ctx: &Arc<Context>, path: &Path, mode: PolicyMode) -> Result<(),
 /// Watches `paths` (each served in its mode) until `stop`, reloading each after
 /// changes, and retrying those whose admission can still succeed.
 pub async fn watch(
-    ctx: Arc<Context>,
+    src: Arc<Sources>,
     paths: Vec<(PathBuf, PolicyMode)>,
     pending: BTreeSet<PathBuf>,
     stop: CancellationToken,
@@ -214,7 +215,7 @@ pub async fn watch(
     let mut retry: BTreeSet<PathBuf> = pending;
     let registered: Vec<(PathBuf, PolicyMode)> =
         paths.iter().filter(|(p, _)| reference_of(p).is_some()).cloned().collect();
-    let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + ctx.registry_poll, ctx.registry_poll);
+    let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + src.registry_poll, src.registry_poll);
     loop {
         let tick = tokio::time::sleep(RETRY);
         tokio::select! {
@@ -222,7 +223,7 @@ pub async fn watch(
             _ = poll.tick(), if !registered.is_empty() => {
                 // A tag that moved swaps its new module in, as a changed file does.
                 for (p, mode) in &registered {
-                    if let Err(e) = reload(&ctx, p, *mode).await && e.is_retryable() {
+                    if let Err(e) = reload(&src, p, *mode).await && e.is_retryable() {
                         retry.insert(p.clone());
                     }
                 }
@@ -238,7 +239,7 @@ pub async fn watch(
                 }
                 retry.clear();
                 for (p, mode) in &paths {
-                    if let Err(e) = reload(&ctx, p, *mode).await && e.is_retryable() {
+                    if let Err(e) = reload(&src, p, *mode).await && e.is_retryable() {
                         retry.insert(p.clone());
                     }
                 }
@@ -247,7 +248,7 @@ pub async fn watch(
                 let again: Vec<PathBuf> = retry.iter().cloned().collect();
                 for p in again {
                     let mode = paths.iter().find(|(q, _)| *q == p).map_or(PolicyMode::Enforce, |(_, m)| *m);
-                    match reload(&ctx, &p, mode).await {
+                    match reload(&src, &p, mode).await {
                         Err(e) if e.is_retryable() => {}
                         _ => { retry.remove(&p); }
                     }

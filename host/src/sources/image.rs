@@ -8,7 +8,7 @@
 
 use oci::cosign::{self, Signature};
 
-use crate::context::Context;
+use super::Sources;
 use crate::oci::{self, Pulled};
 
 /// A module ready to load.
@@ -36,29 +36,29 @@ pub struct Request<'a> {
 }
 
 /// Pulls (or recalls) and verifies what `request` names.
-pub async fn fetch(ctx: &Context, request: &Request<'_>) -> Result<Fetched, oci::Error> {
+pub async fn fetch(src: &Sources, request: &Request<'_>) -> Result<Fetched, oci::Error> {
     let named = oci::parse_reference(request.reference)?;
     let r = match request.resolved {
         Some(d) => named.clone_with_digest(d.to_string()),
         None => named.clone(),
     };
-    let session = ctx.oci.session(&r, request.credentials, request.ca)?;
-    let cap = ctx.engine.limits().module_bytes;
-    let pulled = match session.pull(&r, cap, ctx.module_cache.as_ref()).await {
+    let session = src.oci.session(&r, request.credentials, request.ca)?;
+    let cap = src.ctx.engine.limits().module_bytes;
+    let pulled = match session.pull(&r, cap, src.module_cache.as_ref()).await {
         Ok(pulled) => pulled,
-        Err(e) if e.is_unreachable() => return recall(ctx, request, e),
+        Err(e) if e.is_unreachable() => return recall(src, request, e),
         Err(e) => return Err(e),
     };
-    let signatures = if ctx.trust.required {
+    let signatures = if src.trust.required {
         match cosign::fetch(&session, &r, &pulled.manifest_digest).await {
             Ok(s) => s,
-            Err(e) if e.is_unreachable() => return recall(ctx, request, e),
+            Err(e) if e.is_unreachable() => return recall(src, request, e),
             Err(e) => return Err(e),
         }
     } else {
         Vec::new()
     };
-    let signed_by = verify(ctx, &pulled, &signatures)?;
+    let signed_by = verify(src, &pulled, &signatures)?;
     // A tag pulled by the digest it once resolved to: where it points now (a failure to
     // ask only leaves it unknown). Just resolved, it points to what was pulled.
     let tag_now = match (named.digest(), request.resolved) {
@@ -70,30 +70,31 @@ pub async fn fetch(ctx: &Context, request: &Request<'_>) -> Result<Fetched, oci:
 }
 
 /// The cached module for the reference, when the registry is unreachable.
-fn recall(ctx: &Context, request: &Request<'_>, unreachable: oci::Error) -> Result<Fetched, oci::Error> {
-    let cached = ctx.module_cache.as_ref().and_then(|c| c.recall(request.reference, ctx.engine.limits().module_bytes));
+fn recall(src: &Sources, request: &Request<'_>, unreachable: oci::Error) -> Result<Fetched, oci::Error> {
+    let cached =
+        src.module_cache.as_ref().and_then(|c| c.recall(request.reference, src.ctx.engine.limits().module_bytes));
     let Some((pulled, signatures)) = cached else { return Err(unreachable) };
     if request.resolved.is_some_and(|d| d != pulled.manifest_digest) {
         return Err(unreachable);
     }
-    let signed_by = verify(ctx, &pulled, &signatures)?;
+    let signed_by = verify(src, &pulled, &signatures)?;
     Ok(Fetched { pulled, signatures, from_cache: Some(unreachable), signed_by, tag_now: None })
 }
 
-fn verify(ctx: &Context, pulled: &Pulled, signatures: &[Signature]) -> Result<Option<String>, oci::Error> {
-    if !ctx.trust.required {
+fn verify(src: &Sources, pulled: &Pulled, signatures: &[Signature]) -> Result<Option<String>, oci::Error> {
+    if !src.trust.required {
         return Ok(None);
     }
-    Ok(Some(cosign::verify(&ctx.trust, &pulled.manifest_digest, signatures)?.key))
+    Ok(Some(cosign::verify(&src.trust, &pulled.manifest_digest, signatures)?.key))
 }
 
 /// Remembers a fetched module that loaded, so that it serves when the registry is
 /// down, and after a restart. A cache that cannot be written is logged, not fatal.
-pub fn remember(ctx: &Context, reference: &str, fetched: &Fetched) {
+pub fn remember(src: &Sources, reference: &str, fetched: &Fetched) {
     if fetched.from_cache.is_some() {
         return;
     }
-    if let Some(cache) = &ctx.module_cache
+    if let Some(cache) = &src.module_cache
         && let Err(e) = cache.remember(reference, &fetched.pulled, &fetched.signatures)
     {
         tracing::warn!(reference, "cannot cache the module: {e}");

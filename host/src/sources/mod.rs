@@ -5,13 +5,74 @@
 pub mod cluster;
 pub mod file;
 pub mod image;
+pub mod policy_status;
 
+use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::context::Context;
+use parking_lot::Mutex;
+
 use crate::kubernetes::access::{self, AccessError};
+use crate::kubernetes::cache::Caches;
+use crate::kubernetes::object::Object;
+use crate::oci;
+use crate::reconcile::context::Context;
+use crate::reconcile::controller::Kinds;
 use crate::registry::{Admitted, Selection};
 use crate::sandbox::Policy;
+use crate::signature::Trust;
+
+/// What the policy sources share: the reconcilers' context, the parent kinds' running
+/// controllers (a swap starts, stops and re-queues them), and how modules are pulled
+/// and verified.
+pub struct Sources {
+    pub ctx: Arc<Context>,
+    pub kinds: Kinds,
+    pub oci: oci::Registry,
+    /// Modules pulled from registries, by digest; `None` runs without (it could not
+    /// be made).
+    pub module_cache: Option<oci::cache::Cache>,
+    /// The public keys modules are verified with, and whether they must be.
+    pub trust: Trust,
+    /// How often registry tags are resolved again.
+    pub registry_poll: Duration,
+    /// The `--policy oci://` references served from the cache because their registry
+    /// is unreachable: said once when it goes, once when it is back.
+    pub registry_down: Mutex<HashSet<String>>,
+}
+
+/// The knobs of [`Sources`] beside the context.
+pub struct SourceSettings {
+    /// Registries: credentials, CAs, plain-HTTP hosts.
+    pub registry: oci::Settings,
+    pub module_cache: Option<oci::cache::Cache>,
+    pub trust: Trust,
+    pub registry_poll: Duration,
+}
+
+impl Sources {
+    pub fn new(ctx: Arc<Context>, settings: SourceSettings) -> Arc<Self> {
+        Arc::new(Sources {
+            ctx,
+            kinds: Kinds::default(),
+            oci: oci::Registry::new(settings.registry),
+            module_cache: settings.module_cache,
+            trust: settings.trust,
+            registry_poll: settings.registry_poll,
+            registry_down: Mutex::default(),
+        })
+    }
+
+    /// Every cache the operator holds now (they come and go with policies).
+    pub fn caches(&self) -> Caches {
+        let mut all = vec![self.ctx.policy_cache.clone()];
+        all.extend(self.kinds.health());
+        all.extend(self.ctx.watches.health());
+        all.extend(self.ctx.shard.health());
+        Caches::new(all)
+    }
+}
 
 /// Resolves what `policy` declares against the API server and checks the operator may
 /// act on it: only then may it decide anything.
@@ -24,15 +85,15 @@ pub async fn admit(ctx: &Context, policy: Arc<Policy>) -> Result<Admitted, Acces
 /// parent of `kind` that `concerned` selects is decided again at once (not at its next
 /// event). Returns how many were re-queued.
 pub async fn swapped(
-    ctx: &Arc<Context>,
+    src: &Arc<Sources>,
     kind: &kube::core::GroupVersionKind,
-    concerned: impl Fn(&crate::kubernetes::object::Object) -> bool,
+    concerned: impl Fn(&Object) -> bool,
 ) -> usize {
-    ctx.kinds.sync(ctx).await;
-    ctx.kinds.requeue(kind, concerned)
+    src.kinds.sync(&src.ctx).await;
+    src.kinds.requeue(kind, concerned)
 }
 
 /// Whether `admitted` is the policy that decides `parent` now.
-pub fn decides(ctx: &Context, admitted: &Arc<Admitted>, parent: &crate::kubernetes::object::Object) -> bool {
+pub fn decides(ctx: &Context, admitted: &Arc<Admitted>, parent: &Object) -> bool {
     matches!(ctx.registry.select(parent, &admitted.parent_kind()), Selection::Ready(a) if Arc::ptr_eq(&a, admitted))
 }

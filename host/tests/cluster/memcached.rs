@@ -215,7 +215,7 @@ async fn the_operator_sdk_walkthrough_with_a_podset_beside_it_in_one_operator() 
     for (kind, module) in [("Memcached.cache.example.com", "memcached.wasm"), ("PodSet.app.example.com", "podset.wasm")]
     {
         let recorded = record.path().join(kind).join(&ns);
-        let files = podset_host::sandbox::replay::files(std::slice::from_ref(&recorded)).expect("recordings");
+        let files = podset_host::author::replay::files(std::slice::from_ref(&recorded)).expect("recordings");
         let (ok, out) = common::replay(&[dir.join(module).as_os_str(), recorded.as_os_str()]);
         assert!(ok, "{kind} decisions replayed with {module}:\n{out}");
         assert_eq!(common::replay_summary(&out), Some((files.len(), files.len(), 0, 0)), "{out}");
@@ -224,7 +224,7 @@ async fn the_operator_sdk_walkthrough_with_a_podset_beside_it_in_one_operator() 
     }
     // The operator's caches drop kubectl's last-applied copy: it never reaches a policy.
     let memcached = record.path().join("Memcached.cache.example.com").join(&ns).join("memcached-sample");
-    for file in podset_host::sandbox::replay::files(&[memcached]).expect("recordings") {
+    for file in podset_host::author::replay::files(&[memcached]).expect("recordings") {
         let text = std::fs::read_to_string(&file).expect("read");
         assert!(!text.contains("last-applied"), "{text}");
     }

@@ -92,7 +92,7 @@ async fn the_sample_measures_pod_to_pod_throughput_on_the_real_node() {
     // are the same, one by one: each carries the status it decided from.
     assert!(op.terminate(Duration::from_secs(10)), "the operator stops cleanly (log: {})", op.log.display());
     let recorded = record.path().join("Netperf.app.example.com").join(&ns).join("netperf-sample");
-    let files = podset_host::sandbox::replay::files(std::slice::from_ref(&recorded)).expect("recordings");
+    let files = podset_host::author::replay::files(std::slice::from_ref(&recorded)).expect("recordings");
     assert!(files.len() >= 4, "a decision per phase at least: {files:?}");
     let (ok, out) = common::replay(&[netperf.as_os_str(), recorded.as_os_str()]);
     assert!(ok, "{out}");

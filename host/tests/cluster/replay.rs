@@ -13,7 +13,7 @@ use common::{Env, replay, replay_summary};
 
 /// The recorded files under `dir`.
 fn recorded(dir: &Path) -> Vec<std::path::PathBuf> {
-    podset_host::sandbox::replay::files(&[dir.to_path_buf()]).expect("list recordings")
+    podset_host::author::replay::files(&[dir.to_path_buf()]).expect("list recordings")
 }
 
 #[tokio::test]

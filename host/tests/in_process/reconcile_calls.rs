@@ -5,22 +5,22 @@
 //! are published off the reconcile path, so they are looked at apart from the writes.
 
 use podset_test_support as common;
+use podset_test_support::objects::{self, pods, podsets};
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::DynamicObject;
 use kube::client::Body;
-use podset_host::context::{Context, ContextSettings};
 use podset_host::kubernetes::access::Resolved;
 use podset_host::metrics::Metrics;
-use podset_host::reconcile::act;
-use podset_host::reconcile::observe::{InFlight, Observation, Observed};
+use podset_host::reconcile::expectations::InFlight;
+use podset_host::reconcile::observe::{Observation, Observed};
 use podset_host::reconcile::status::DIGEST_FIELD;
+use podset_host::reconcile::{Context, ContextSettings, act};
 use podset_host::registry::Admitted;
 use podset_host::sandbox::{Limits, PolicyEngine};
 use serde_json::{Value, json};
@@ -74,39 +74,19 @@ fn api_server(seen: Arc<Mutex<Vec<Seen>>>) -> Client {
     Client::new(svc, "default")
 }
 
-fn podsets() -> ApiResource {
-    ApiResource::erase::<podset_host::crd::PodSet>(&())
-}
-
-fn pods() -> ApiResource {
-    ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&())
-}
-
 /// PodSet `web` at resourceVersion 7, its status recording `digest` when given.
 fn podset(replicas: i32, mut status: Value, digest: Option<&str>) -> DynamicObject {
-    let mut p = DynamicObject::new("web", &podsets()).within("ns");
-    p.metadata.uid = Some("uid-web".into());
-    p.metadata.generation = Some(2);
-    p.metadata.resource_version = Some("7".into());
+    let mut p = objects::podset(replicas);
     if let Some(d) = digest {
         status[DIGEST_FIELD] = json!(d);
     }
-    p.data = json!({ "spec": { "replicas": replicas }, "status": status });
+    p.data["status"] = status;
     p
 }
 
+/// A pod of `web`, scheduled, running and ready.
 fn pod(name: &str) -> DynamicObject {
-    let mut p = DynamicObject::new(name, &pods()).within("ns");
-    p.metadata.uid = Some(format!("uid-{name}"));
-    p.metadata.creation_timestamp = None;
-    p.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: "app.example.com/v1alpha1".into(),
-        kind: "PodSet".into(),
-        name: "web".into(),
-        uid: "uid-web".into(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }]);
+    let mut p = objects::pod(name, "Running");
     p.data = json!({ "spec": { "nodeName": "n1" }, "status": { "phase": "Running",
         "conditions": [{ "type": "Ready", "status": "True" }] } });
     p
@@ -133,10 +113,6 @@ impl Rig {
             leadership: podset_host::kubernetes::leader::Leadership::alone(),
             shard: podset_host::kubernetes::shard::Shard::all(),
             recorder: None,
-            registry: Default::default(),
-            module_cache: None,
-            trust: Default::default(),
-            registry_poll: Duration::from_secs(300),
         };
         let ctx = Context::new(client, engine, settings, CancellationToken::new()).expect("a context");
         let resolved = Resolved { parent: podsets(), children: vec![pods()], related: Vec::new(), finalizer: None };

@@ -12,15 +12,16 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::bindings::podset::{
+use crate::conditions::{self, HOST_CONDITIONS};
+use crate::contract::bindings::podset::{
     Action, CreatePod, InFlight, Input, Pod as WitPod, PodName, PodPhase, Podset, PodsetStatus,
 };
-use super::bindings::{Condition, ConditionStatus, KeyValue};
-use crate::conditions::{self, HOST_CONDITIONS};
+use crate::contract::bindings::{Condition, ConditionStatus, KeyValue};
 use crate::crd::{PodSetSpec, PodSetStatus};
 use crate::kubernetes::object::Object;
 use crate::reconcile::check::Rejection;
-use crate::reconcile::observe::{ChildKey, Observed};
+use crate::reconcile::keys::ChildKey;
+use crate::reconcile::observe::Observed;
 use crate::reconcile::plan::Plan;
 use crate::reconcile::syntax::{condition_reason, qualified_name};
 
@@ -358,7 +359,7 @@ mod tests {
 
     use super::*;
     use crate::reconcile::check::check;
-    use crate::reconcile::observe::InFlight as Flight;
+    use crate::reconcile::expectations::InFlight as Flight;
     use crate::reconcile::observe::fixtures::{observed, pod, pods, podset, resolved};
 
     fn create(name: PodName) -> Action {

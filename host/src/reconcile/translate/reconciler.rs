@@ -7,10 +7,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta as K8sObjectMeta;
 use kube::api::ApiResource;
 use serde_json::Value;
 
-use super::bindings::reconciler::{Action, EventType, InFlight, Input, Object, ObjectKey, ObjectMeta};
-use super::bindings::{GroupVersionKind, KeyValue};
+use crate::contract::bindings::reconciler::{Action, EventType, InFlight, Input, Object, ObjectKey, ObjectMeta};
+use crate::contract::bindings::{GroupVersionKind, KeyValue};
 use crate::reconcile::check::Rejection;
-use crate::reconcile::observe::{ChildKey, Observed};
+use crate::reconcile::keys::ChildKey;
+use crate::reconcile::observe::Observed;
 use crate::reconcile::plan::{Note, Plan};
 
 /// What the policy is told.

@@ -1,0 +1,271 @@
+//! The `policy` subcommand's command line, and the flags it shares with `run`: how
+//! registries are reached, which signatures are trusted, the sandbox's bounds.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand, ValueEnum};
+
+use crate::oci;
+use crate::sandbox::{Limits, Policy, PolicyEngine};
+use crate::signature;
+
+/// How registries are reached: credentials, CAs, plain HTTP.
+#[derive(Args, Clone)]
+pub struct RegistryArgs {
+    /// A Docker config file (`{"auths": {...}}`, as `docker login` writes and a
+    /// kubernetes.io/dockerconfigjson Secret holds) with registry credentials;
+    /// repeatable, the first to name a registry wins. No credential helpers are run.
+    #[arg(long = "registry-config", env = "REGISTRY_CONFIG", value_delimiter = ',')]
+    pub registry_configs: Vec<PathBuf>,
+    /// A PEM CA certificate to trust for registries, besides the system's; repeatable.
+    #[arg(long = "registry-ca", env = "REGISTRY_CA", value_delimiter = ',')]
+    pub registry_cas: Vec<PathBuf>,
+    /// A registry (`host:port`) to speak plain HTTP to; repeatable. Every other one is
+    /// HTTPS only.
+    #[arg(long = "insecure-registry", env = "INSECURE_REGISTRIES", value_delimiter = ',')]
+    pub insecure_registries: Vec<String>,
+}
+
+impl RegistryArgs {
+    pub fn settings(&self) -> anyhow::Result<oci::Settings> {
+        let mut settings = oci::Settings { insecure: self.insecure_registries.clone(), ..oci::Settings::default() };
+        for path in &self.registry_configs {
+            let json = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            settings.credentials.add(&json, &path.display().to_string()).map_err(anyhow::Error::msg)?;
+        }
+        for path in &self.registry_cas {
+            let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            anyhow::ensure!(
+                String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----"),
+                "{}: not a PEM certificate",
+                path.display()
+            );
+            settings.ca_certificates.push(pem);
+        }
+        Ok(settings)
+    }
+
+    pub fn registry(&self) -> anyhow::Result<oci::Registry> {
+        Ok(oci::Registry::new(self.settings()?))
+    }
+}
+
+/// Which signatures the operator trusts.
+#[derive(Args, Clone)]
+pub struct TrustArgs {
+    /// A trusted public key (PEM, ECDSA P-256: a `policy keygen` .pub or a cosign.pub),
+    /// or a directory of *.pub files (a Secret mounted as a volume); repeatable. Read
+    /// at each verification, so a rotated Secret is picked up.
+    #[arg(long = "trusted-key", env = "TRUSTED_KEYS", value_delimiter = ',')]
+    pub trusted_keys: Vec<PathBuf>,
+    /// Load only modules signed by a trusted key: from a registry, a cosign signature
+    /// on the artifact; from a file or ConfigMap, a detached signature beside it
+    /// (FILE.sig, or the ConfigMap key KEY.sig), as `cosign sign-blob` writes one.
+    #[arg(long, env = "REQUIRE_SIGNATURES", requires = "trusted_keys")]
+    pub require_signatures: bool,
+}
+
+impl TrustArgs {
+    pub fn trust(&self) -> signature::Trust {
+        signature::Trust { keys: self.trusted_keys.clone(), required: self.require_signatures }
+    }
+}
+
+#[derive(Subcommand)]
+pub enum PolicyCommand {
+    /// Load a module and print what it is.
+    Info {
+        module: PathBuf,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Run one decision and print the actions.
+    Run {
+        module: PathBuf,
+        /// The input: a YAML or JSON file holding the WIT `input` record.
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long, short, value_enum, default_value = "yaml")]
+        output: Format,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Run scenario files against a module; exits non-zero on any mismatch.
+    Test {
+        module: PathBuf,
+        #[arg(required = true)]
+        scenarios: Vec<PathBuf>,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Run a module on recorded inputs (scenario files, e.g. from `run --record-dir`) and
+    /// compare its decisions with the recorded ones, or with a baseline module's;
+    /// exits non-zero on any difference.
+    Replay {
+        module: PathBuf,
+        /// Scenario files, or directories searched for `*.yaml` and `*.yml`.
+        #[arg(required = true)]
+        scenarios: Vec<PathBuf>,
+        /// Compare with this module's decisions on the same inputs instead of the recorded ones.
+        #[arg(long)]
+        baseline: Option<PathBuf>,
+        /// Print the report and exit 0 whatever it says.
+        #[arg(long)]
+        report_only: bool,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Turn a live object into a scenario file: read it, its children and related
+    /// objects from the cluster of KUBECONFIG as the operator observes them (no operator
+    /// runs), let the module decide, and write input, decision and digest, redacted as
+    /// `run --record-dir` redacts.
+    Record {
+        /// The object's kind as kubectl names it: `PodSet`, `podsets`, `Memcached.cache.example.com`, …
+        kind: String,
+        /// NAMESPACE/NAME
+        object: String,
+        /// The module that decides (and declares what to observe).
+        #[arg(long)]
+        policy: PathBuf,
+        /// Where to write the scenario ('-': standard output).
+        #[arg(long, short)]
+        output: PathBuf,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Measure a PodSet policy's decision latency (fresh instance + call) at 10, 100 and 1000 pods.
+    Bench {
+        module: PathBuf,
+        /// Time spent per row.
+        #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+        budget: Duration,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Make a policy crate for your own CRD: types, reconcile function, test, scenario.
+    New {
+        /// The policy's name: crate guest-NAME, component NAME.wasm, kind from the name.
+        name: String,
+        /// Where to make guest-NAME/ (in this repository: a workspace member).
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The CRD's API group [default: NAME.example.com].
+        #[arg(long)]
+        group: Option<String>,
+        /// The podset-host repository (for policy-sdk) [default: the one this binary was built from].
+        #[arg(long)]
+        repo: Option<PathBuf>,
+    },
+    /// Publish a module to a registry as an OCI artifact (the CNCF Wasm layout); prints
+    /// the reference pinned by digest and the module's sha256 (for spec.sha256).
+    Push {
+        module: PathBuf,
+        /// REGISTRY/REPOSITORY:TAG
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Download a module from a registry, checked as the operator checks it.
+    Pull {
+        reference: String,
+        #[arg(long, short)]
+        output: PathBuf,
+        /// Also verify its signature with this public key (repeatable).
+        #[arg(long = "key")]
+        keys: Vec<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Show what a reference resolves to: digests, media types, size, annotations,
+    /// what the component imports and exports, and its signatures. Downloads no module.
+    Inspect {
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Make an ECDSA P-256 key pair: PREFIX.key (PKCS#8, mode 0600) and PREFIX.pub.
+    Keygen {
+        #[arg(default_value = "policy")]
+        prefix: PathBuf,
+        /// Overwrite existing files.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Sign what a reference names now, in cosign's format (the sha256-<hex>.sig tag).
+    Sign {
+        reference: String,
+        /// The private key (PEM PKCS#8).
+        #[arg(long)]
+        key: PathBuf,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Verify the cosign signatures of what a reference names against public keys;
+    /// exits non-zero unless one verifies. No transparency log is consulted.
+    Verify {
+        reference: String,
+        #[arg(long = "key", required = true)]
+        keys: Vec<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Sign a module file: writes the detached signature (base64, as `cosign sign-blob`).
+    SignBlob {
+        module: PathBuf,
+        #[arg(long)]
+        key: PathBuf,
+        /// [default: MODULE.sig]
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Verify a module file's detached signature.
+    VerifyBlob {
+        module: PathBuf,
+        #[arg(long = "key", required = true)]
+        keys: Vec<PathBuf>,
+        /// [default: MODULE.sig]
+        #[arg(long)]
+        signature: Option<PathBuf>,
+    },
+    /// Wrap a core Wasm module built with wit-bindgen into a component.
+    Componentize {
+        core_module: PathBuf,
+        #[arg(long, short)]
+        output: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Format {
+    Yaml,
+    Json,
+}
+
+/// The sandbox bounds, shared by every command that runs a policy.
+#[derive(Args, Clone)]
+pub struct SandboxArgs {
+    /// CPU deadline of one policy call.
+    #[arg(long, env = "POLICY_DEADLINE", default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub policy_deadline: Duration,
+    /// Linear-memory cap of one policy instance, in MiB.
+    #[arg(long, env = "POLICY_MEMORY_MIB", default_value_t = 16)]
+    pub policy_memory_mib: usize,
+}
+
+impl SandboxArgs {
+    pub fn limits(&self) -> Limits {
+        Limits { deadline: self.policy_deadline, memory_bytes: self.policy_memory_mib << 20, ..Limits::default() }
+    }
+
+    pub fn load(&self, module: &PathBuf) -> anyhow::Result<(PolicyEngine, Arc<Policy>)> {
+        let engine = PolicyEngine::new(self.limits())?;
+        let bytes = std::fs::read(module).with_context(|| format!("reading {}", module.display()))?;
+        let policy = engine.load(&bytes).with_context(|| format!("loading {}", module.display()))?;
+        Ok((engine, policy))
+    }
+}

@@ -1,0 +1,14 @@
+//! Everything a policy author runs, apart from the operator: the `policy` subcommand
+//! ([`cli`], [`command`]) and what it drives — running scenarios and replaying
+//! recordings ([`replay`]), benchmarking a decision ([`bench`]), wrapping a core
+//! module into a component ([`componentize`]), making a policy crate ([`scaffold`]),
+//! and publishing, signing and verifying modules in registries ([`publish`]).
+
+pub mod bench;
+pub mod cli;
+pub mod command;
+pub mod componentize;
+mod keys;
+pub mod publish;
+pub mod replay;
+pub mod scaffold;

@@ -1,0 +1,81 @@
+//! A running parent kind: its parents' cache, the caches of its children and related
+//! objects, and the channel that re-queues its parents.
+
+use std::sync::Arc;
+
+use futures::channel::mpsc::UnboundedSender;
+use kube::api::ApiResource;
+use kube::core::GroupVersionKind;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use super::context::Context;
+use crate::kubernetes::cache::{CacheHealth, Caches};
+use crate::kubernetes::object::Object;
+use crate::kubernetes::watches::{Route, Scope, WatchGuard, Watched};
+
+/// What a reconcile of one parent kind shares.
+pub struct KindContext {
+    pub ctx: Arc<Context>,
+    pub kind: Arc<KindState>,
+}
+
+/// A running parent kind: its parents' cache, its caches of children and related
+/// objects, and the channel that re-queues its parents.
+pub struct KindState {
+    pub resource: ApiResource,
+    pub gvk: GroupVersionKind,
+    pub parents: Store<Object>,
+    pub health: CacheHealth,
+    pub(super) requeue: UnboundedSender<ObjectRef<Object>>,
+    pub(super) guards: Vec<WatchGuard>,
+    pub(super) routes: Vec<(Arc<Watched>, Arc<Route>)>,
+}
+
+impl Drop for KindState {
+    fn drop(&mut self) {
+        for (watched, route) in &self.routes {
+            watched.remove_route(route);
+        }
+    }
+}
+
+impl KindState {
+    /// Every cache a reconcile of this kind may read, for the sync gate.
+    pub fn caches_for(&self, children: &[ApiResource], related: &[ApiResource]) -> Caches {
+        let watched = |scope: Scope, r: &ApiResource| {
+            self.guards
+                .iter()
+                .find(|g| g.watched.scope == scope && same(&g.watched.resource, r))
+                .map(|g| g.watched.health.clone())
+        };
+        let mut all = vec![self.health.clone()];
+        all.extend(children.iter().filter_map(|r| watched(Scope::Children, r)));
+        all.extend(related.iter().flat_map(|r| [watched(Scope::Children, r), watched(Scope::Unmanaged, r)]).flatten());
+        Caches::new(all)
+    }
+
+    pub fn requeue(&self, parent: &Object) {
+        let _ = self.requeue.unbounded_send(ObjectRef::from_obj_with(parent, self.resource.clone()));
+    }
+
+    fn find(&self, scope: Scope, resource: &ApiResource) -> Option<&Watched> {
+        self.guards
+            .iter()
+            .find(|g| g.watched.scope == scope && same(&g.watched.resource, resource))
+            .map(|g| g.watched.as_ref())
+    }
+}
+
+impl super::observe::Caches for KindState {
+    fn children(&self, resource: &ApiResource) -> Option<&Watched> {
+        self.find(Scope::Children, resource)
+    }
+
+    fn unmanaged(&self, resource: &ApiResource) -> Option<&Watched> {
+        self.find(Scope::Unmanaged, resource)
+    }
+}
+
+fn same(a: &ApiResource, b: &ApiResource) -> bool {
+    a.api_version == b.api_version && a.plural == b.plural
+}

@@ -1,0 +1,118 @@
+//! A ReconcilePolicy's status after a load: which module serves and for which kind,
+//! its `Ready` and `Failed` conditions, and what its image resolved to. Built apart
+//! from the reconcile that acts, as `reconcile/status.rs` is for parents.
+
+use std::sync::Arc;
+
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+
+use crate::conditions;
+use crate::contract::declarations::kind_name;
+use crate::crd::{ImageStatus, PolicyMode, ReconcilePolicy, ReconcilePolicyStatus};
+use crate::registry::{Admitted, PolicyRef};
+
+/// What loading a ReconcilePolicy's module came to.
+pub enum Outcome {
+    /// Serving the module the spec pins; what was swapped in, if anything was.
+    Loaded {
+        swapped: Option<Arc<Admitted>>,
+    },
+    Refused {
+        reason: String,
+        message: String,
+        retryable: bool,
+    },
+}
+
+/// A refusal, before anything was loaded.
+pub struct Refusal {
+    pub reason: String,
+    pub message: String,
+    pub retryable: bool,
+}
+
+impl Refusal {
+    pub fn new(reason: &str, message: String) -> Self {
+        Refusal { reason: reason.into(), message, retryable: false }
+    }
+
+    pub fn retry(reason: &str, message: String) -> Self {
+        Refusal { reason: reason.into(), message, retryable: true }
+    }
+}
+
+impl From<Refusal> for Outcome {
+    fn from(r: Refusal) -> Self {
+        Outcome::Refused { reason: r.reason, message: r.message, retryable: r.retryable }
+    }
+}
+
+/// The status `rp` has once `outcome` is known: `serving` is what the registry serves
+/// for it now, `image` what its spec.image resolved to.
+pub fn next(
+    rp: &ReconcilePolicy,
+    serving: Option<&Admitted>,
+    outcome: &Outcome,
+    image: Option<ImageStatus>,
+) -> ReconcilePolicyStatus {
+    let generation = rp.metadata.generation;
+    let current = rp.status.clone().unwrap_or_default();
+    let mut next = ReconcilePolicyStatus { observed_generation: generation, ..current.clone() };
+    next.loaded_digest = serving.map(|a| a.policy.digest().to_string());
+    next.kind = serving.map(|a| kind_name(&a.parent_kind()));
+    if rp.spec.image.is_some() {
+        next.image = image;
+    }
+    match outcome {
+        Outcome::Loaded { .. } => {
+            let policy = serving.map(|a| a.policy.label().to_string()).unwrap_or_default();
+            let mut doing = match rp.spec.mode {
+                PolicyMode::Enforce => format!("serving {policy}"),
+                PolicyMode::Shadow => format!("shadowing with {policy}: it decides beside the live policy, never acts"),
+            };
+            if let Some(why) = next.image.as_ref().and_then(|i| i.unreachable.as_ref()) {
+                doing.push_str(&format!(", from the operator's cache: {why}"));
+            }
+            let ready = conditions::new("Ready", "True", "Loaded", &doing, generation);
+            conditions::set(&mut next.conditions, &current.conditions, ready);
+            next.conditions.retain(|c| c.type_ != "Failed");
+        }
+        Outcome::Refused { reason, message, .. } => {
+            let failed = conditions::new("Failed", "True", reason, message, generation);
+            conditions::set(&mut next.conditions, &current.conditions, failed);
+            let ready = match serving {
+                Some(p) => conditions::new(
+                    "Ready",
+                    "True",
+                    "LastGoodServing",
+                    &format!("still serving {}", p.policy.label()),
+                    generation,
+                ),
+                None => conditions::new("Ready", "False", reason, "no module has loaded", generation),
+            };
+            conditions::set(&mut next.conditions, &current.conditions, ready);
+        }
+    }
+    next
+}
+
+/// Writes `next` as the status of the ReconcilePolicy `key`.
+pub async fn write(client: &Client, key: &PolicyRef, next: &ReconcilePolicyStatus) -> Result<(), kube::Error> {
+    let api: Api<ReconcilePolicy> = Api::namespaced(client.clone(), key.namespace.as_deref().unwrap_or_default());
+    let patch = serde_json::json!({ "status": {
+        "loadedDigest": next.loaded_digest,
+        "kind": next.kind,
+        "observedGeneration": next.observed_generation,
+        "conditions": next.conditions,
+        // Every field, null when unset: a merge patch keeps what it does not name.
+        "image": next.image.as_ref().map(|i| serde_json::json!({
+            "reference": i.reference,
+            "resolvedDigest": i.resolved_digest,
+            "tagDigest": i.tag_digest,
+            "signedBy": i.signed_by,
+            "unreachable": i.unreachable,
+        })),
+    }});
+    api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop)
+}

@@ -1,0 +1,22 @@
+//! Tests against the real control plane and node that `make test` starts
+//! (`PODSET_TEST_KUBECONFIG`). Built only with the `cluster-tests` feature, so that a
+//! plain `cargo test` runs what needs no cluster.
+
+mod any_kind;
+mod bad_input;
+mod deploy;
+mod hot_swap;
+mod leader;
+mod manifests;
+mod memcached;
+mod netperf;
+mod operator;
+mod real_node;
+mod registry;
+mod replay;
+mod restart;
+mod sequences;
+mod shadow;
+mod shards;
+mod time_travel;
+mod watch_streams;
