@@ -2,13 +2,16 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help run test fuzz-cluster image policy policy-crate fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
+.PHONY: help run check docs test fuzz-cluster image policy policy-crate fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
 run: ## Run the operator with the default policy (embedded control plane unless KUBECONFIG reaches a cluster)
 	@hack/run.sh
+
+check: ## The fast checks without a cluster: fmt, clippy, import layers, unit, in-process and scenario tests
+	@hack/check.sh
 
 test: ## Build everything and run unit, policy and integration tests on a private control plane
 	@hack/test.sh
@@ -34,8 +37,12 @@ bench: ## Benchmark the policy sandbox and the operator; prints tables
 
 lint: ## cargo fmt --check and clippy -D warnings
 	@cargo fmt --all -- --check
-	@cargo clippy --workspace --all-targets --features podset-host/native-podset -- -D warnings
+	@cargo clippy --workspace --all-targets --features podset-host/native-podset,podset-host/cluster-tests,podset-node-sim/cluster-tests -- -D warnings
 	@cargo clippy -p podset-host --features fault-suite,native-podset --all-targets -- -D warnings
+
+docs: ## Regenerate docs/reference/{cli,metrics}.md from the binary (a test fails when they drift)
+	@cargo run -q -p podset-host -- reference cli > docs/reference/cli.md
+	@cargo run -q -p podset-host -- reference metrics > docs/reference/metrics.md
 
 manifests: ## Regenerate manifests/crd/ from the Rust types (the host's and each policy's)
 	@cargo run -q -p podset-host -- crd > manifests/crd/podset-host.yaml
