@@ -427,7 +427,7 @@ prepare_state_dir() {
   mkdir -p "$CLUSTER_DIR" "$PID_DIR" "$LOG_DIR" "$CLUSTER_DIR/etcd" "$CLUSTER_DIR/certs" "$CLUSTER_DIR/bin"
   chmod 700 "$CLUSTER_DIR"
   touch "$MARKER"
-  # The client of the cluster's own version, for the scripts, the tests and the README
+  # The client of the cluster's own version, for the scripts, the tests and the docs
   # (PATH="$CLUSTER_DIR/bin:$PATH").
   ln -sfn "$KUBECTL" "$CLUSTER_DIR/bin/kubectl"
   PATH="$CLUSTER_DIR/bin:$PATH"

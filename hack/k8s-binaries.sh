@@ -73,7 +73,7 @@ k8s_ldflags() {
 build_kubernetes() {
   ensure_go
   mkdir -p "$CACHE_DIR"
-  log "building Kubernetes v$K8S_VERSION from Go modules (one-time; see README for the time it takes)"
+  log "building Kubernetes v$K8S_VERSION from Go modules (one-time; docs/how-to/set-up.md gives the time it takes)"
   local t0=$SECONDS
   go_build "$ROOT/hack/k8s" "$K8S_CACHE" "$(k8s_ldflags)" "${K8S_COMMANDS[@]/#/k8s.io/kubernetes/cmd/}"
   log "Kubernetes v$K8S_VERSION built in $((SECONDS - t0)) s, cached in $K8S_CACHE"

@@ -2,7 +2,7 @@
 //! `podset-host policy replay` share.
 //!
 //! Both sides are first brought to a [`Normal`] form, and the forms compare equal or
-//! not. The rules (README, "Rolling out a policy change"):
+//! not. The rules (docs/how-to/roll-out-a-policy-change.md):
 //! - creates compare as a set, and so do deletes: their order does not matter;
 //! - a create with a generated name compares by its prefix (`generateName`, or the
 //!   PodSet world's `prefix`) and the object's content: the server's suffix is never

@@ -23,7 +23,7 @@ async fn the_podset_walkthrough_recorded_replays_exactly_and_the_canary_is_flagg
     let (podset, canary) = (dir.join("podset.wasm"), dir.join("fixtures/canary.wasm"));
     let mut env = Env::with_args("record", &podset, &["--record-dir", &record.path().to_string_lossy()]).await;
 
-    // The README's walkthrough: create, scale up, scale down.
+    // The walkthrough (docs/how-to/roll-out-a-policy-change.md): create, scale up, scale down.
     env.create("web", 2).await;
     env.converged_by("web", 2, None).await;
     env.scale("web", 4).await;

@@ -22,7 +22,7 @@ async fn settled(env: &Env, rp: &str) -> ShadowStatus {
     shadow_settled(&env.client, &env.ns, rp, &env.op).await
 }
 
-/// The README's walkthrough: create 2, scale to 4, scale to 1.
+/// The walkthrough (docs/how-to/roll-out-a-policy-change.md): create 2, scale to 4, scale to 1.
 async fn walkthrough(env: &Env, name: &str) {
     env.create(name, 2).await;
     env.converged(name, 2).await;

@@ -103,7 +103,7 @@ async fn two_shards_side_by_side_each_touch_only_their_own_namespaces() {
     assert_eq!(writers(&entries, &ns_a), [name_a.as_str()], "only shard A wrote to its namespace");
     assert_eq!(writers(&entries, &ns_b), [name_b.as_str()], "only shard B wrote to its namespace");
 
-    // Move namespace B to shard A as the README says: out of B first (B lets go),
+    // Move namespace B to shard A as docs/how-to/deploy.md says: out of B first (B lets go),
     // then into A, which takes it on although nothing about its objects changed.
     let moved = audit.mark();
     let (ok, out) = kubectl(&["label", "namespace", &ns_b, "podset.dev/shard-"]);
