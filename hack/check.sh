@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make check`: what needs no cluster, fast when warm — formatting, clippy, the
-# import-layer test, unit tests (the generated references and CRDs included), the
+# `make check`: what needs no cluster, fast when warm — formatting, clippy, rustdoc's
+# links, the import-layer test, unit tests (the generated references and CRDs included), the
 # in-process tests and every policy's scenarios on its compiled component.
 # CI runs it before `make test`, which runs everything on a private control plane.
 set -euo pipefail
@@ -13,6 +13,9 @@ cargo fmt --all -- --check || die "cargo fmt would change files: run cargo fmt -
 
 log "clippy -D warnings"
 cargo clippy -q --workspace --all-targets --features podset-host/native-podset,podset-host/cluster-tests,podset-node-sim/cluster-tests -- -D warnings
+
+log "rustdoc -D warnings (links between modules follow them when they move)"
+RUSTDOCFLAGS="-D warnings" cargo doc -q -p podset-host --no-deps
 
 log "policies and the hostile fixtures (wasm32)"
 hack/policy.sh --fixtures >/dev/null

@@ -5,7 +5,7 @@
 //! `tests/layers.rs`, holds them to it):
 //!
 //! - [`operator`]: builds and runs everything; [`author`]: the `policy` subcommand;
-//!   [`reference`]: the reference pages generated from the CLI and the metrics
+//!   [`reference`](mod@reference): the reference pages generated from the CLI and the metrics
 //! - [`sources`]: where policies come from (files, registries, ReconcilePolicy objects)
 //! - [`reconcile`]: observe → decide → check → execute → status, one controller per kind
 //! - [`registry`]: which policy decides which object; [`scenario`]: decisions written down

@@ -196,7 +196,7 @@ pub enum PolicyCommand {
         #[arg(long)]
         force: bool,
     },
-    /// Sign what a reference names now, in cosign's format (the sha256-<hex>.sig tag).
+    /// Sign what a reference names now, in cosign's format (the `sha256-<hex>.sig` tag).
     Sign {
         reference: String,
         /// The private key (PEM PKCS#8).

@@ -1,6 +1,6 @@
 //! Everything a policy author runs, apart from the operator: the `policy` subcommand
 //! ([`cli`], [`command`]) and what it drives — running scenarios and replaying
-//! recordings ([`replay`]), benchmarking a decision ([`bench`]), wrapping a core
+//! recordings ([`replay`]), benchmarking a decision ([`bench`](mod@bench)), wrapping a core
 //! module into a component ([`componentize`]), making a policy crate ([`scaffold`]),
 //! and publishing, signing and verifying modules in registries ([`publish`]).
 

@@ -8,7 +8,7 @@
 //!
 //! kube-runtime's watcher resumes a broken watch from its last resourceVersion and
 //! emits nothing when it succeeds, so nobody could tell a healed cache from a stale
-//! one. [`relisting_watcher`] instead starts a fresh list after any error: the cache
+//! one. [`relisting`] instead starts a fresh list after any error: the cache
 //! is stale from the error until that list completes (the reflector swaps the new list
 //! in whole), and then provably current.
 

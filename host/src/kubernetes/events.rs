@@ -12,9 +12,9 @@
 //! flood the API server.
 //!
 //! A repeat of an Event (same type, reason, action, note, object and child) within
-//! [`SERIES_TTL`] patches the first one's series count instead of creating another,
+//! `SERIES_TTL` patches the first one's series count instead of creating another,
 //! as client-go's events library does. Only what a repeat needs is remembered (a
-//! hash, the Event's name and its count), for at most [`MAX_SERIES`] Events:
+//! hash, the Event's name and its count), for at most `MAX_SERIES` Events:
 //! kube-runtime's `Recorder`, used before, kept a whole copy of every Event it
 //! published for six minutes (12 MB of a 51 MB heap at 1 000 parents) and scanned
 //! them all at every publish.

@@ -10,7 +10,7 @@
 //!   decisions' concurrency limit, so a shadow that loops to its deadline never holds a
 //!   live decision up;
 //! - puts its actions through the same checks as the live ones;
-//! - compares the two decisions in their normal forms ([`crate::sandbox::compare`]).
+//! - compares the two decisions in their normal forms ([`crate::scenario::compare`]).
 //!
 //! Nothing a shadow decides is performed. When the queue is full the job is dropped
 //! and counted, for each of its shadows.

@@ -39,7 +39,7 @@ pub enum Ended<'a> {
 }
 
 /// How a reconcile failed, for the host's condition of that type
-/// ([`POLICY_FAILED`] or [`RECONCILE_FAILED`]).
+/// ([`POLICY_FAILED`](crate::conditions::POLICY_FAILED) or [`RECONCILE_FAILED`](crate::conditions::RECONCILE_FAILED)).
 pub struct Failure<'a> {
     pub condition: &'static str,
     pub reason: &'a str,

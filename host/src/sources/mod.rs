@@ -1,5 +1,5 @@
 //! Where policy modules come from, and how a new one replaces the old: files
-//! ([`file`]), registries ([`image`]) and ReconcilePolicy objects ([`cluster`]). Both admit a module the same
+//! ([`file`](mod@file)), registries ([`image`]) and ReconcilePolicy objects ([`cluster`]). Both admit a module the same
 //! way ([`admit`]) and then let the controllers catch up ([`swapped`]).
 
 pub mod cluster;
