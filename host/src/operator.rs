@@ -148,32 +148,9 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
             Leadership::alone()
         }
     };
-    let engine = PolicyEngine::new(settings.limits.clone())?;
-    #[cfg(feature = "native-podset")]
-    let engine = {
-        let mut engine = engine;
-        engine.decide_natively(settings.native_podset);
-        engine
-    };
-    let engine = Arc::new(engine);
-    let recorder = match settings.record.clone() {
-        Some(r) => {
-            let dir = r.dir.display().to_string();
-            let recorder = record::Recorder::start(r, metrics.clone())
-                .map_err(|e| anyhow::anyhow!("cannot record decisions under {dir}: {e}"))?;
-            info!(dir, "recording every decision as a scenario file");
-            Some(recorder)
-        }
-        None => None,
-    };
-    // A cache that cannot be made (a read-only file system) costs only the fallback.
-    let module_cache = match oci::cache::Cache::open(&settings.policy_cache_dir) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            warn!("{e}; modules from registries will not be cached (nothing serves while a registry is down)");
-            None
-        }
-    };
+    let engine = policy_engine(&settings)?;
+    let recorder = recorder(&settings, &metrics)?;
+    let module_cache = module_cache(&settings);
     if settings.trust.required {
         let keys = settings.trust.public_keys()?;
         info!(keys = keys.len(), "signatures required: only modules a trusted key signed load");
@@ -216,6 +193,33 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         }
     }
     Ok(Operator { src, listener, files, pending, release, lost, selected })
+}
+
+/// The sandbox, with the limits given (and, in benchmark builds, guest-podset native).
+fn policy_engine(settings: &Settings) -> anyhow::Result<Arc<PolicyEngine>> {
+    #[cfg_attr(not(feature = "native-podset"), allow(unused_mut))]
+    let mut engine = PolicyEngine::new(settings.limits.clone())?;
+    #[cfg(feature = "native-podset")]
+    engine.decide_natively(settings.native_podset);
+    Ok(Arc::new(engine))
+}
+
+/// The recorder of `--record-dir`, when asked for.
+fn recorder(settings: &Settings, metrics: &Arc<Metrics>) -> anyhow::Result<Option<record::Recorder>> {
+    let Some(r) = settings.record.clone() else { return Ok(None) };
+    let dir = r.dir.display().to_string();
+    let recorder = record::Recorder::start(r, metrics.clone())
+        .map_err(|e| anyhow::anyhow!("cannot record decisions under {dir}: {e}"))?;
+    info!(dir, "recording every decision as a scenario file");
+    Ok(Some(recorder))
+}
+
+/// The cache of modules pulled from registries. One that cannot be made (a read-only
+/// file system) costs only the fallback.
+fn module_cache(settings: &Settings) -> Option<oci::cache::Cache> {
+    oci::cache::Cache::open(&settings.policy_cache_dir)
+        .map_err(|e| warn!("{e}; modules from registries will not be cached (nothing serves while a registry is down)"))
+        .ok()
 }
 
 impl Operator {
