@@ -29,7 +29,47 @@ use crate::sandbox::Digest;
 
 /// Quiet time after the last change before reloading: a build writes the file in
 /// several steps, and loading a half-written module would only produce an error.
+/// A file renamed into place (`mv`, a ConfigMap's `..data`) is whole when it is seen
+/// and is reloaded at once.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
+
+/// What a file event in a watched directory says about the policy files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    /// A policy file (or the `..data` of a ConfigMap volume) was renamed into place:
+    /// the rename is atomic, so the new file is whole.
+    Replaced,
+    /// Anything else touching a policy file: it may still be being written.
+    Written,
+}
+
+/// The file names whose events concern the policies in `paths`: each file, its
+/// detached signature, and a ConfigMap volume's `..data`.
+fn concerned_names(paths: &[(PathBuf, PolicyMode)]) -> BTreeSet<std::ffi::OsString> {
+    let mut names = BTreeSet::from([std::ffi::OsString::from("..data")]);
+    for (p, _) in paths.iter().filter(|(p, _)| reference_of(p).is_none()) {
+        for file in [p.clone(), signature_path(p)] {
+            names.extend(file.file_name().map(|n| n.to_os_string()));
+        }
+    }
+    names
+}
+
+/// What `ev` changes for the policy files named `names`; `None` when it does not
+/// concern them (a build's temporary file, a read).
+fn classify(ev: &notify::Event, names: &BTreeSet<std::ffi::OsString>) -> Option<Change> {
+    use notify::event::{EventKind, ModifyKind, RenameMode};
+    let concerns = |p: &PathBuf| p.file_name().is_some_and(|n| names.contains(n));
+    if ev.kind.is_access() || !ev.paths.iter().any(concerns) {
+        return None;
+    }
+    // Both carries [from, to]; To carries [to].
+    let renamed_to = match ev.kind {
+        EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both)) => ev.paths.last(),
+        _ => None,
+    };
+    Some(if renamed_to.is_some_and(concerns) { Change::Replaced } else { Change::Written })
+}
 
 /// How often a policy whose kinds are not served yet (a CRD not installed) or whose
 /// admission hit an API error is tried again.
@@ -195,9 +235,10 @@ pub async fn watch(
         .filter(|(p, _)| reference_of(p).is_none())
         .map(|(p, _)| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf())
         .collect();
+    let names = concerned_names(&paths);
     let mut watcher = match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if res.is_ok_and(|ev| !ev.kind.is_access()) {
-            let _ = tx.send(());
+        if let Some(change) = res.ok().and_then(|ev| classify(&ev, &names)) {
+            let _ = tx.send(change);
         }
     }) {
         Ok(w) => w,
@@ -229,12 +270,21 @@ pub async fn watch(
                 }
             }
             got = rx.recv() => {
-                if got.is_none() { return }
-                // Debounce: wait until the files have been quiet for DEBOUNCE.
-                loop {
-                    tokio::select! {
-                        _ = tokio::time::sleep(DEBOUNCE) => break,
-                        got = rx.recv() => if got.is_none() { return },
+                let Some(first) = got else { return };
+                // A file renamed into place is whole: reload at once (what else arrived
+                // with it is read in the same pass). Written files, and a module whose
+                // signature must come with it (two files, renamed one after the other),
+                // wait until the files have been quiet for DEBOUNCE.
+                let mut at_once = first == Change::Replaced && !src.trust.required;
+                while let Ok(change) = rx.try_recv() {
+                    at_once &= change == Change::Replaced;
+                }
+                if !at_once {
+                    loop {
+                        tokio::select! {
+                            _ = tokio::time::sleep(DEBOUNCE) => break,
+                            got = rx.recv() => if got.is_none() { return },
+                        }
                     }
                 }
                 retry.clear();
@@ -255,5 +305,56 @@ pub async fn watch(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{CreateKind, DataChange, EventKind, ModifyKind, RenameMode};
+
+    fn event(kind: EventKind, paths: &[&str]) -> notify::Event {
+        paths.iter().fold(notify::Event::new(kind), |ev, p| ev.add_path(PathBuf::from(p)))
+    }
+
+    fn names() -> BTreeSet<std::ffi::OsString> {
+        concerned_names(&[
+            (PathBuf::from("/p/podset.wasm"), PolicyMode::Enforce),
+            (PathBuf::from("oci://registry.test/podset:v1"), PolicyMode::Enforce),
+        ])
+    }
+
+    #[test]
+    fn a_policy_file_renamed_into_place_is_whole() {
+        let renamed = ModifyKind::Name(RenameMode::Both);
+        let ev = event(EventKind::Modify(renamed), &["/p/podset.tmp", "/p/podset.wasm"]);
+        assert_eq!(classify(&ev, &names()), Some(Change::Replaced));
+        let ev = event(EventKind::Modify(ModifyKind::Name(RenameMode::To)), &["/p/podset.wasm"]);
+        assert_eq!(classify(&ev, &names()), Some(Change::Replaced));
+        // A ConfigMap volume swaps its `..data` symlink.
+        let ev = event(EventKind::Modify(renamed), &["/p/..data_tmp", "/p/..data"]);
+        assert_eq!(classify(&ev, &names()), Some(Change::Replaced));
+    }
+
+    #[test]
+    fn a_policy_file_written_in_place_or_renamed_away_may_be_incomplete() {
+        let written = EventKind::Modify(ModifyKind::Data(DataChange::Any));
+        assert_eq!(classify(&event(written, &["/p/podset.wasm"]), &names()), Some(Change::Written));
+        assert_eq!(classify(&event(written, &["/p/podset.wasm.sig"]), &names()), Some(Change::Written));
+        let created = EventKind::Create(CreateKind::File);
+        assert_eq!(classify(&event(created, &["/p/podset.wasm"]), &names()), Some(Change::Written));
+        let away = EventKind::Modify(ModifyKind::Name(RenameMode::Both));
+        assert_eq!(classify(&event(away, &["/p/podset.wasm", "/p/podset.old"]), &names()), Some(Change::Written));
+    }
+
+    #[test]
+    fn other_files_and_reads_do_not_concern_the_policies() {
+        let written = EventKind::Modify(ModifyKind::Data(DataChange::Any));
+        // A build's temporary file, before it is renamed into place.
+        assert_eq!(classify(&event(written, &["/p/podset.tmp"]), &names()), None);
+        let read = EventKind::Access(notify::event::AccessKind::Read);
+        assert_eq!(classify(&event(read, &["/p/podset.wasm"]), &names()), None);
+        // A registry reference has no file name to watch.
+        assert_eq!(classify(&event(written, &["/p/podset:v1"]), &names()), None);
     }
 }
