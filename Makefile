@@ -37,8 +37,7 @@ bench: ## Benchmark the policy sandbox and the operator; prints tables
 
 lint: ## cargo fmt --check and clippy -D warnings
 	@cargo fmt --all -- --check
-	@cargo clippy --workspace --all-targets --features podset-host/native-podset,podset-host/cluster-tests,podset-node-sim/cluster-tests -- -D warnings
-	@cargo clippy -p podset-host --features fault-suite,native-podset --all-targets -- -D warnings
+	@cargo clippy --workspace --all-targets --features podset-host/native-podset,podset-host/fault-suite,podset-host/cluster-tests,podset-node-sim/cluster-tests -- -D warnings
 
 docs: ## Regenerate docs/reference/{cli,metrics}.md from the binary (a test fails when they drift)
 	@cargo run -q -p podset-host -- reference cli > docs/reference/cli.md

@@ -12,7 +12,7 @@ log "formatting"
 cargo fmt --all -- --check || die "cargo fmt would change files: run cargo fmt --all"
 
 log "clippy -D warnings"
-cargo clippy -q --workspace --all-targets --features podset-host/native-podset,podset-host/cluster-tests,podset-node-sim/cluster-tests -- -D warnings
+cargo clippy -q --workspace --all-targets --features podset-host/native-podset,podset-host/fault-suite,podset-host/cluster-tests,podset-node-sim/cluster-tests -- -D warnings
 
 log "rustdoc -D warnings (links between modules follow them when they move)"
 RUSTDOCFLAGS="-D warnings" cargo doc -q -p podset-host --no-deps

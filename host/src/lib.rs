@@ -2,7 +2,7 @@
 //! resource, are made by sandboxed WebAssembly policies.
 //!
 //! The modules stand on floors and import only from the floors below (a test,
-//! `tests/layers.rs`, holds them to it):
+//! `tests/in_process/layers.rs`, holds them to it):
 //!
 //! - [`operator`]: builds and runs everything; [`author`]: the `policy` subcommand;
 //!   [`reference`](mod@reference): the reference pages generated from the CLI and the metrics
