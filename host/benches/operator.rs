@@ -246,6 +246,11 @@ struct Round {
     controller_cpu: f64,
     down: Duration,
     up: Duration,
+    /// During the scale up: when the last new pod was ready (the API server, scheduler
+    /// and node's work, before any status could say so), and the API server's CPU per
+    /// object.
+    up_pods_ready: Duration,
+    up_apiserver_cpu: f64,
     /// The operator's decision and reconcile time during the round.
     split: Split,
     /// What the shadow did during the round, when there was one.
@@ -293,6 +298,18 @@ async fn settle(
 ) -> HashMap<String, Duration> {
     let what = format!("{peer:?}: every object settled at {replicas}");
     until_all(api, n, since, &what, |o| peer.settled(o, replicas)).await
+}
+
+/// When each of `n` pods of `ns` was first seen ready and not terminating, from `since`.
+async fn pods_ready(client: &Client, ns: &str, n: usize, since: Instant) -> HashMap<String, Duration> {
+    let pods: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod")));
+    let ready = |p: &DynamicObject| {
+        let conditions = p.data["status"]["conditions"].as_array();
+        p.metadata.deletion_timestamp.is_none()
+            && conditions.is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    };
+    until_all(&pods, n, since, &format!("{n} pods of {ns} ready"), ready).await
 }
 
 /// Watches `api` until `n` of its objects have met `done`; each one's first time from
@@ -404,16 +421,26 @@ async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &Sizes
     let etcd_cpu = (component_cpu("etcd") - etcd_before) / s.objects as f64;
     let controller_cpu = (cpu_seconds(controller) - controller_before) / s.objects as f64;
 
-    let (mut down, mut up) = (Duration::ZERO, Duration::ZERO);
+    let (mut down, mut up, mut up_pods_ready, mut up_apiserver_cpu) =
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0.0);
     if scale {
         let t = Instant::now();
         scale_all(&api, &names, 1).await;
         settle(peer, &api, s.objects, 1, t).await;
         down = t.elapsed();
+        let apiserver_before = component_cpu("kube-apiserver");
         let t = Instant::now();
-        scale_all(&api, &names, s.replicas).await;
-        settle(peer, &api, s.objects, i64::from(s.replicas), t).await;
+        let all_pods = s.objects * usize::try_from(s.replicas).unwrap_or_default();
+        let (_, ready) = tokio::join!(
+            async {
+                scale_all(&api, &names, s.replicas).await;
+                settle(peer, &api, s.objects, i64::from(s.replicas), t).await
+            },
+            pods_ready(client, ns, all_pods, t),
+        );
         up = t.elapsed();
+        up_pods_ready = ready.values().max().copied().unwrap_or_default();
+        up_apiserver_cpu = (component_cpu("kube-apiserver") - apiserver_before) / s.objects as f64;
     }
     let writes_per_object = writes_by_resource.iter().sum();
     Round {
@@ -428,6 +455,8 @@ async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &Sizes
         controller_cpu,
         down,
         up,
+        up_pods_ready,
+        up_apiserver_cpu,
         split: Split::default(),
         shadow: ShadowSplit::default(),
     }
@@ -798,6 +827,18 @@ fn versus_replicasets(s: &Sizes, peer: &[Round], ours: &[Round], default_rate: &
     );
     t1.medians(&format!("scale {} → 1, all objects", s.replicas), peer, ours, &|r| secs(r.down), "s", Some(1.0));
     t1.medians(&format!("scale 1 → {}, all objects", s.replicas), peer, ours, &|r| secs(r.up), "s", Some(1.0));
+    // What the scale up waits for besides the controller's status: its pods made,
+    // bound, started and ready on the node. A later last pod with a costlier API server
+    // says the controller's writes slowed everyone's.
+    t1.medians("… until the last new pod was ready", peer, ours, &|r| secs(r.up_pods_ready), "s", None);
+    t1.medians(
+        "… API server CPU per object while scaling up",
+        peer,
+        ours,
+        &|r| r.up_apiserver_cpu * 1e3,
+        "ms CPU",
+        None,
+    );
     t1.ratio(
         "converge, against the controller manager at its default 20 QPS",
         secs(default_rate.converge),
