@@ -227,6 +227,38 @@ impl Split {
     }
 }
 
+/// An operator's decisions about a few pods (1-9, the rounds' size), from its metrics:
+/// count, wall and CPU seconds.
+#[derive(Clone, Copy, Default)]
+struct Decisions {
+    count: f64,
+    wall: f64,
+    cpu: f64,
+}
+
+impl Decisions {
+    fn of(metrics: &str) -> Decisions {
+        let few = r#"children="1-9""#;
+        Decisions {
+            count: common::sum_metric(metrics, "podset_policy_decision_duration_seconds_count", few),
+            wall: common::sum_metric(metrics, "podset_policy_decision_duration_seconds_sum", few),
+            cpu: common::sum_metric(metrics, "podset_policy_decision_cpu_seconds_sum", few),
+        }
+    }
+
+    fn minus(&self, before: &Decisions) -> Decisions {
+        Decisions { count: self.count - before.count, wall: self.wall - before.wall, cpu: self.cpu - before.cpu }
+    }
+
+    fn mean_wall(&self) -> f64 {
+        self.wall / self.count.max(1.0)
+    }
+
+    fn mean_cpu(&self) -> f64 {
+        self.cpu / self.count.max(1.0)
+    }
+}
+
 /// One round: create, converge, scale to 1, back up.
 struct Round {
     converge: Duration,
@@ -944,9 +976,7 @@ async fn operator_at_size(s: &Sizes, c: &Contenders, rounds: &Rounds, idle_rss: 
         );
     }
     // The decision inside the busy operator against the same module alone, same pod count.
-    let metrics = op.metrics().await;
-    let sum = common::sum_metric(&metrics, "podset_policy_decision_duration_seconds_sum", r#"children="1-9""#);
-    let count = common::sum_metric(&metrics, "podset_policy_decision_duration_seconds_count", r#"children="1-9""#);
+    let decisions = Decisions::of(&op.metrics().await);
     let isolated = isolated_decision(good, s.replicas as usize);
     t2.ratio(
         &format!(
@@ -954,17 +984,16 @@ async fn operator_at_size(s: &Sizes, c: &Contenders, rounds: &Rounds, idle_rss: 
             s.replicas
         ),
         isolated.as_secs_f64() * 1e6,
-        sum / count.max(1.0) * 1e6,
+        decisions.mean_wall() * 1e6,
         "µs",
         Some(1.5),
     );
     // The same decisions' CPU time: what the wall time holds beyond it is time the
     // deciding thread waited for a core, on a machine the control plane shares.
-    let cpu = common::sum_metric(&metrics, "podset_policy_decision_cpu_seconds_sum", r#"children="1-9""#);
     t2.ratio(
         &format!("the same, the deciding thread's CPU time (mean), 1-{} pods", s.replicas),
         isolated.as_secs_f64() * 1e6,
-        cpu / count.max(1.0) * 1e6,
+        decisions.mean_cpu() * 1e6,
         "µs",
         None,
     );
@@ -1080,11 +1109,15 @@ async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let writes_before = common::cluster_writes(&op.metrics().await);
     let reconciles_before = op.sum("podset_reconciles_total", "").await;
+    let decisions_before = Decisions::of(&op.metrics().await);
     let cpu_before = cpu_seconds(op.pid());
     tokio::time::sleep(s.resync + Duration::from_secs(5)).await;
     let writes = common::cluster_writes(&op.metrics().await) - writes_before;
     let reconciled = op.sum("podset_reconciles_total", "").await - reconciles_before;
     let cpu = cpu_seconds(op.pid()) - cpu_before;
+    // The same decisions as in the rounds (a few pods), with the control plane idle.
+    let resync_decisions = Decisions::of(&op.metrics().await).minus(&decisions_before);
+    let alone = isolated_decision(&common::read_policy("podset.wasm"), s.replicas as usize);
 
     // A shadow of the same module on every PodSet: loading it re-queues them all, so
     // each is decided again, live and shadow. Memory and writes, apart from the
@@ -1125,6 +1158,22 @@ async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     t.alone("RSS per extra loaded policy (idle, 3 policies vs 1)", per_policy, "MiB", Some(2.0));
     t.alone(&format!("writes during a resync with nothing to do ({reconciled} reconciles)"), writes, "", Some(0.0));
     t.alone("CPU of that resync", cpu, "s", None);
+    // Beside the busy rounds' figure: how much of the gap to the module alone is the
+    // operator's, and how much a machine whose cores the control plane fills.
+    t.ratio(
+        "a decision of that resync, the machine otherwise quiet: alone (p50) vs inside the operator (mean)",
+        alone.as_secs_f64() * 1e6,
+        resync_decisions.mean_wall() * 1e6,
+        "µs",
+        None,
+    );
+    t.ratio(
+        "… the deciding thread's CPU time (mean)",
+        alone.as_secs_f64() * 1e6,
+        resync_decisions.mean_cpu() * 1e6,
+        "µs",
+        None,
+    );
     t.alone(
         &format!("operator RSS after a shadow of the same module decided for every PodSet ({shadowed} decisions)"),
         shadow_rss,
