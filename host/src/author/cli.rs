@@ -136,7 +136,8 @@ pub enum PolicyCommand {
         #[command(flatten)]
         sandbox: SandboxArgs,
     },
-    /// Measure a PodSet policy's decision latency (fresh instance + call) at 10, 100 and 1000 pods.
+    /// Measure a PodSet policy's decision latency (fresh instance + call) at 10, 100 and 1000 pods,
+    /// back to back and with the CPU caches emptied before each decision.
     Bench {
         module: PathBuf,
         /// Time spent per row.
