@@ -590,6 +590,24 @@ impl Table {
         self.rows.push([what.into(), fmt(peer, unit), fmt(ours, unit), format!("{ratio:.2}×"), goal_s, verdict]);
     }
 
+    /// A decision inside the operator (`d`, means) against the module alone (p50):
+    /// `first` against the module back to back (wall time, `goal`), the deciding
+    /// thread's CPU time, and against the module with the CPU caches emptied before each
+    /// decision, as a decision inside the operator runs: alone between network and JSON
+    /// work.
+    fn decisions(&mut self, first: &str, alone: &Alone, d: &Decisions, goal: Option<f64>) {
+        let (hot, cold) = (alone.hot.as_secs_f64() * 1e6, alone.cold.as_secs_f64() * 1e6);
+        self.ratio(first, hot, d.mean_wall() * 1e6, "µs", goal);
+        self.ratio("… the deciding thread's CPU time (mean)", hot, d.mean_cpu() * 1e6, "µs", None);
+        self.ratio(
+            "… against the module alone with the CPU caches emptied first",
+            cold,
+            d.mean_wall() * 1e6,
+            "µs",
+            None,
+        );
+    }
+
     /// A row comparing the medians over the rounds of `peer` and `ours` of what `f`
     /// reads from a round.
     fn medians(
@@ -978,34 +996,14 @@ async fn operator_at_size(s: &Sizes, c: &Contenders, rounds: &Rounds, idle_rss: 
     // The decision inside the busy operator against the same module alone, same pod count.
     let decisions = Decisions::of(&op.metrics().await);
     let alone = isolated_decisions(good, s.replicas as usize);
-    let isolated = alone.hot;
-    t2.ratio(
+    t2.decisions(
         &format!(
             "policy decision, 1-{} pods: alone (p50 at {0}, as `policy bench`) vs inside the operator (mean)",
             s.replicas
         ),
-        isolated.as_secs_f64() * 1e6,
-        decisions.mean_wall() * 1e6,
-        "µs",
+        &alone,
+        &decisions,
         Some(1.5),
-    );
-    // The same decisions' CPU time: what the wall time holds beyond it is time the
-    // deciding thread waited for a core, on a machine the control plane shares.
-    t2.ratio(
-        &format!("the same, the deciding thread's CPU time (mean), 1-{} pods", s.replicas),
-        isolated.as_secs_f64() * 1e6,
-        decisions.mean_cpu() * 1e6,
-        "µs",
-        None,
-    );
-    // A decision in the operator runs alone, between network and JSON work; the module
-    // alone with its caches emptied before each decision is that decision's floor.
-    t2.ratio(
-        &format!("the same against the module alone with the CPU caches emptied first (p50 at {})", s.replicas),
-        alone.cold.as_secs_f64() * 1e6,
-        decisions.mean_wall() * 1e6,
-        "µs",
-        None,
     );
     // A large PodSet's decision alone, the module's own cost at 100 pods.
     let hundred = isolated_decisions(good, 100).hot;
@@ -1170,25 +1168,10 @@ async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     t.alone("CPU of that resync", cpu, "s", None);
     // Beside the busy rounds' figure: how much of the gap to the module alone is the
     // operator's, and how much a machine whose cores the control plane fills.
-    t.ratio(
+    t.decisions(
         "a decision of that resync, the machine otherwise quiet: alone (p50) vs inside the operator (mean)",
-        alone.hot.as_secs_f64() * 1e6,
-        resync_decisions.mean_wall() * 1e6,
-        "µs",
-        None,
-    );
-    t.ratio(
-        "… the deciding thread's CPU time (mean)",
-        alone.hot.as_secs_f64() * 1e6,
-        resync_decisions.mean_cpu() * 1e6,
-        "µs",
-        None,
-    );
-    t.ratio(
-        "… against the module alone with the CPU caches emptied first (p50)",
-        alone.cold.as_secs_f64() * 1e6,
-        resync_decisions.mean_wall() * 1e6,
-        "µs",
+        &alone,
+        &resync_decisions,
         None,
     );
     t.alone(
