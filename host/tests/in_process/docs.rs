@@ -1,24 +1,13 @@
 //! The README and docs/ link only to files that exist: a moved module, page or
 //! script fails here, in `make check`, instead of in a reader's browser.
 
-use std::path::{Path, PathBuf};
-
-fn markdown(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read docs/") {
-        let path = entry.expect("an entry").path();
-        if path.is_dir() {
-            markdown(&path, out);
-        } else if path.extension().is_some_and(|e| e == "md") {
-            out.push(path);
-        }
-    }
-}
+use std::path::Path;
 
 #[test]
 fn every_relative_link_of_the_docs_names_a_file_that_exists() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut pages = vec![root.join("README.md")];
-    markdown(&root.join("docs"), &mut pages);
+    pages.extend(super::files_under(&root.join("docs"), "md"));
     let mut dead = Vec::new();
     for page in &pages {
         let text = std::fs::read_to_string(page).expect("read a page");

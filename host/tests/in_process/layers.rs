@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use syn::visit::Visit;
 
@@ -56,8 +56,7 @@ struct Tree {
 
 impl Tree {
     fn read(src: &Path) -> Tree {
-        let mut paths = Vec::new();
-        walk(src, &mut paths);
+        let paths = super::files_under(src, "rs");
         let modules: BTreeSet<Module> = paths.iter().filter_map(|p| module_of(src, p)).collect();
         let mut files = BTreeMap::new();
         for path in &paths {
@@ -121,17 +120,6 @@ impl Tree {
             }
         }
         edges
-    }
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read host/src") {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            walk(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
     }
 }
 
