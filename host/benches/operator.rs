@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::future::join_all;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -334,13 +335,8 @@ async fn settle(
 
 /// When each of `n` pods of `ns` was first seen ready and not terminating, from `since`.
 async fn pods_ready(client: &Client, ns: &str, n: usize, since: Instant) -> HashMap<String, Duration> {
-    let pods: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod")));
-    let ready = |p: &DynamicObject| {
-        let conditions = p.data["status"]["conditions"].as_array();
-        p.metadata.deletion_timestamp.is_none()
-            && conditions.is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
-    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let ready = |p: &Pod| p.metadata.deletion_timestamp.is_none() && common::is_ready(p);
     until_all(&pods, n, since, &format!("{n} pods of {ns} ready"), ready).await
 }
 
@@ -348,13 +344,16 @@ async fn pods_ready(client: &Client, ns: &str, n: usize, since: Instant) -> Hash
 /// `since`, by name. A watch, not a list in a loop: listing every object ten times a
 /// second cost the API server (and this process, on the same two cores) a share of
 /// what is measured, and timed each object to the nearest poll only.
-async fn until_all(
-    api: &Api<DynamicObject>,
+async fn until_all<K>(
+    api: &Api<K>,
     n: usize,
     since: Instant,
     what: &str,
-    done: impl Fn(&DynamicObject) -> bool,
-) -> HashMap<String, Duration> {
+    done: impl Fn(&K) -> bool,
+) -> HashMap<String, Duration>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
     let mut at: HashMap<String, Duration> = HashMap::new();
     let stream = watcher(api.clone(), watcher::Config::default()).default_backoff().applied_objects();
     let mut stream = std::pin::pin!(stream);
@@ -1278,15 +1277,15 @@ async fn children_lookup(client: &Client, ns: &str, podsets: &Api<DynamicObject>
     (indexed, scanned)
 }
 
-/// The p50 of a converged PodSet's decision with `pods` pods, the module alone in
-/// this process (what `podset-host policy bench` measures).
 /// The module alone at `pods`, converged, p50: decisions back to back (`hot`), and each
-/// after the CPU caches were emptied (`cold`), as `policy bench` gives them.
+/// after the CPU caches were emptied (`cold`).
 struct Alone {
     hot: Duration,
     cold: Duration,
 }
 
+/// A converged PodSet's decision with `pods` pods, the module alone in this process
+/// (what `podset-host policy bench` measures).
 fn isolated_decisions(module: &[u8], pods: usize) -> Alone {
     use podset_host::author::bench;
     let engine = podset_host::sandbox::PolicyEngine::new(podset_host::sandbox::Limits::default()).expect("engine");

@@ -55,8 +55,6 @@ pub fn inputs(pods: usize) -> Vec<(&'static str, PodsetInput)> {
     vec![("converged", mk(pods)), ("scale-down 10%", mk(pods - pods / 10))]
 }
 
-/// Benchmarks each size for about `budget` per workload (at least 20 samples). The
-/// inputs are PodSets: `policy` must be a PodSet policy.
 /// The workload of a row measured with the CPU caches emptied before each decision.
 pub const COLD: &str = "converged cold";
 
@@ -68,6 +66,9 @@ const EVICT_BYTES: usize = 64 << 20;
 /// Cold samples per size at most: each costs a walk of [`EVICT_BYTES`] (~5 ms).
 const COLD_SAMPLES: usize = 200;
 
+/// Benchmarks each size for about `budget` per workload (at least 20 samples). The
+/// inputs are PodSets: `policy` must be a PodSet policy.
+///
 /// Hot rows: decisions back to back, as a loop of them keeps the caches warm. A
 /// `converged cold` row per size: the same converged decision after the caches were
 /// emptied, as a decision inside an operator runs, alone between network and JSON
@@ -103,10 +104,10 @@ pub fn run(policy: &Policy, sizes: &[usize], budget: Duration) -> Result<Vec<Row
     Ok(rows)
 }
 
-/// Wall times of at least 20 decisions of `input`, more until `budget` or `max`,
-/// each after `before`, sorted.
+/// Decisions' wall times, sorted.
 struct Samples(Vec<Duration>);
 
+/// At least 20 decisions of `input`, more until `budget` or `max`, each after `before`.
 fn sample(policy: &Policy, input: &Input, budget: Duration, max: usize, mut before: impl FnMut()) -> Result<Samples> {
     let mut samples = Vec::new();
     let started = Instant::now();
