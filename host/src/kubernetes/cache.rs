@@ -215,8 +215,9 @@ where
     track(relisting(api, config).reflect(writer), health, |e| matches!(e, Event::InitDone))
 }
 
-/// Drops what no reconcile reads and what makes cached objects large: the server's
-/// field-management bookkeeping and kubectl's copy of the last applied object.
+/// Drops what no reconcile reads and what makes cached objects large: kubectl's copy
+/// of the last applied object, and the server's field-management bookkeeping (already
+/// skipped while reading an [`Object`](super::object::Object); typed kinds still carry it).
 pub fn prune(meta: &mut ObjectMeta) {
     meta.managed_fields = None;
     if let Some(a) = meta.annotations.as_mut() {

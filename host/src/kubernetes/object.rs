@@ -8,6 +8,11 @@
 //! a few fields (a pod's phase and conditions, a parent's spec and status) and hands
 //! the rest to the policy as JSON text anyway, so the text is what is kept, and fields
 //! are parsed when read.
+//!
+//! `metadata.managedFields` is skipped while reading, never built: no reconcile reads
+//! it, and it is the largest part of most metadata. Built and dropped afterwards, it was
+//! 113 558 `BTreeMap` inserts and 6.3 MB of the heap's peak while a restarted operator
+//! listed 1 000 PodSets × 5 pods (heaptrack), and the holes it left kept the RSS up.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -16,7 +21,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::{ApiResource, DynamicObject, TypeMeta};
 use kube::core::DynamicResourceScope;
-use serde::de::{DeserializeOwned, MapAccess, Visitor};
+use serde::de::value::{MapAccessDeserializer, StrDeserializer};
+use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -130,10 +136,12 @@ impl<'de> Deserialize<'de> for Object {
                     match key.as_str() {
                         "apiVersion" => api_version = Some(map.next_value::<String>()?),
                         "kind" => kind = Some(map.next_value::<String>()?),
-                        "metadata" => metadata = Some(map.next_value::<ObjectMeta>()?),
+                        "metadata" => metadata = Some(map.next_value_seed(WithoutManagedFields)?),
                         _ => fields.push((key.into_boxed_str(), map.next_value::<Box<RawValue>>()?)),
                     }
                 }
+                // Most objects have two or three fields: no spare capacity kept per object.
+                fields.shrink_to_fit();
                 let types = match (api_version, kind) {
                     (Some(api_version), Some(kind)) => Some(TypeMeta { api_version, kind }),
                     _ => None,
@@ -143,6 +151,54 @@ impl<'de> Deserialize<'de> for Object {
         }
 
         d.deserialize_map(ObjectVisitor)
+    }
+}
+
+/// Reads `ObjectMeta` while skipping `managedFields` (see the module docs): the typed
+/// metadata's own deserializer reads the server's map through [`Skipping`].
+struct WithoutManagedFields;
+
+impl<'de> DeserializeSeed<'de> for WithoutManagedFields {
+    type Value = ObjectMeta;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ObjectMeta, D::Error> {
+        struct MetaVisitor;
+
+        impl<'de> Visitor<'de> for MetaVisitor {
+            type Value = ObjectMeta;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object's metadata")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ObjectMeta, A::Error> {
+                ObjectMeta::deserialize(MapAccessDeserializer::new(Skipping(map)))
+            }
+        }
+
+        d.deserialize_map(MetaVisitor)
+    }
+}
+
+/// A map without its `managedFields` entry: the value is read past, not built.
+struct Skipping<A>(A);
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for Skipping<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, A::Error> {
+        while let Some(key) = self.0.next_key::<Cow<'de, str>>()? {
+            if key == "managedFields" {
+                self.0.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            return seed.deserialize(StrDeserializer::<A::Error>::new(&key)).map(Some);
+        }
+        Ok(None)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
+        self.0.next_value_seed(seed)
     }
 }
 
@@ -194,5 +250,21 @@ mod tests {
         .expect("list");
         assert_eq!(list.items.len(), 2);
         assert!(list.items[1].field("spec").is_some());
+    }
+
+    #[test]
+    fn managed_fields_are_skipped_and_the_rest_of_the_metadata_is_read() {
+        let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","managedFields":[{"manager":"kubelet",
+            "operation":"Update","fieldsType":"FieldsV1","fieldsV1":{"f:status":{"f:phase":{}}}}],"namespace":"ns",
+            "uid":"u1","resourceVersion":"9","labels":{"x":"y"},"ownerReferences":[{"apiVersion":"v1","kind":"K",
+            "name":"p","uid":"u0","controller":true}]},"status":{"phase":"Running"}}"#;
+        let o: Object = serde_json::from_str(pod).expect("object");
+        let whole: DynamicObject = serde_json::from_str(pod).expect("dynamic");
+        assert!(whole.metadata.managed_fields.is_some(), "the test's pod has managed fields");
+        assert_eq!(o.metadata.managed_fields, None);
+        assert_eq!(o.metadata, ObjectMeta { managed_fields: None, ..whole.metadata });
+        assert_eq!(o.field("status").map(RawValue::get), Some(r#"{"phase":"Running"}"#));
+        let broken = r#"{"metadata":{"managedFields":[{"fieldsV1":{"f:a":}}],"name":"a"}}"#;
+        assert!(serde_json::from_str::<Object>(broken).is_err(), "a malformed skipped value is still an error");
     }
 }
