@@ -32,6 +32,14 @@ enum Command {
         #[arg(value_enum)]
         page: Page,
     },
+    /// Compile a module read from stdin for `run`'s engine and write the artifact to
+    /// stdout: `run` starts itself as this, so that the compiler never runs in the
+    /// operator's process.
+    #[command(name = "compile-policy", hide = true)]
+    CompilePolicy {
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -255,6 +263,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 resync: args.resync,
                 metrics_addr: args.metrics_addr,
                 limits: args.sandbox.limits(),
+                compiler: Some(std::env::current_exe().context("finding this binary, which compiles the policies")?),
                 #[cfg(feature = "native-podset")]
                 native_podset: args.native_podset,
                 #[cfg(feature = "fault-suite")]
@@ -282,6 +291,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Page::Metrics => print!("{}", reference::metrics()),
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::CompilePolicy { sandbox } => {
+            Ok(ExitCode::from(podset_host::sandbox::compile::serve(&sandbox.limits())?))
         }
     }
 }

@@ -74,6 +74,10 @@ pub struct Settings {
     pub registry_poll: Duration,
     /// Signature verification.
     pub trust: Trust,
+    /// Compile modules in a child process running this program (the `podset-host`
+    /// binary), not in the operator: see [`crate::sandbox::compile`]. `None` compiles
+    /// in process.
+    pub compiler: Option<PathBuf>,
     /// Benchmark builds only: guest-podset decides natively (`sandbox::native`).
     #[cfg(feature = "native-podset")]
     pub native_podset: bool,
@@ -195,10 +199,13 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
     Ok(Operator { src, listener, files, pending, release, lost, selected })
 }
 
-/// The sandbox, with the limits given (and, in benchmark builds, guest-podset native).
+/// The sandbox, with the limits given, compiling where the settings say (and, in
+/// benchmark builds, guest-podset native).
 fn policy_engine(settings: &Settings) -> anyhow::Result<Arc<PolicyEngine>> {
-    #[cfg_attr(not(feature = "native-podset"), allow(unused_mut))]
     let mut engine = PolicyEngine::new(settings.limits.clone())?;
+    if let Some(program) = &settings.compiler {
+        engine.compile_in_child(program.clone());
+    }
     #[cfg(feature = "native-podset")]
     engine.decide_natively(settings.native_podset);
     Ok(Arc::new(engine))

@@ -3,12 +3,15 @@
 //! and its output checked against the [`Limits`].
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::Semaphore;
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+use wasmtime::{Engine, Store, Trap};
 
+use super::compile::Compiler;
+use super::config::config;
 use super::decision::{Actions, Decision, Input};
 use super::digest::Digest;
 use super::error::{self, Error, Result};
@@ -19,17 +22,6 @@ use super::native;
 use super::output;
 use crate::contract::bindings::{Declarations, PodsetPolicy, PodsetPolicyPre, PolicyInfo, ReconcilePolicyPre};
 use crate::metrics::spent::Spent;
-
-/// Instances alive at once: the calls the engine runs concurrently, loads, and direct
-/// callers (the CLI, tests). Running out makes instantiation fail, not wait.
-const POOL_INSTANCES: u32 = 256;
-
-/// Bytes of each pooled memory and table kept resident between instances (reset in
-/// place instead of decommitted): a decision's stack, data and heap usually fit, so a
-/// fresh instance costs no page faults. Measured with `make bench`: at 100 pods this
-/// halves p50 and p99 against decommitting. Policies link a small stack and 1 MiB of
-/// initial memory (.cargo/config.toml), so that their heap fits.
-const KEEP_RESIDENT: usize = 1 << 20;
 
 /// Holds the wasmtime engine, the compiled policies and the limits. Cheap to share
 /// (`Arc`); one per process.
@@ -42,6 +34,7 @@ pub struct PolicyEngine {
     pub(super) compiled: Mutex<HashMap<Digest, Weak<Policy>>>,
     pub(super) calls: Semaphore,
     pub(super) ticker: EpochTicker,
+    pub(super) compiler: Compiler,
     /// Benchmark builds only: decide for guest-podset with its natively linked code.
     #[cfg(feature = "native-podset")]
     native_podset: bool,
@@ -69,28 +62,7 @@ pub(super) enum World {
 
 impl PolicyEngine {
     pub fn new(limits: Limits) -> Result<Self> {
-        let mut config = wasmtime::Config::new();
-        config.wasm_component_model(true);
-        // Deadlines by epoch: a check on loop back-edges and function entries, far
-        // cheaper than fuel metering, and interrupts any loop.
-        config.epoch_interruption(true);
-        // A fresh instance per decision is affordable when instances come from a
-        // pool: slots are mapped once and reset between uses instead of mmap'ed,
-        // faulted in and unmapped every time.
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(POOL_INSTANCES)
-            .total_core_instances(POOL_INSTANCES * 4)
-            .total_memories(POOL_INSTANCES)
-            .total_tables(POOL_INSTANCES * 2)
-            .max_memory_size(limits.memory_bytes)
-            .linear_memory_keep_resident(KEEP_RESIDENT)
-            .table_keep_resident(KEEP_RESIDENT)
-            // Linux ≥ 6.7: reset only the pages a decision dirtied, not all of the
-            // kept-resident megabyte. A decision at 5 pods: 14.0 µs without, 11.1 µs
-            // with (a scratch probe, 10 000 decisions in a loop).
-            .pagemap_scan(wasmtime::Enabled::Auto);
-        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).map_err(|e| Error::Engine(error::chain(&e)))?;
+        let engine = Engine::new(&config(&limits)).map_err(|e| Error::Engine(error::chain(&e)))?;
         let mut linker = Linker::new(&engine);
         // The only capability a policy gets: `log`, which both worlds import under the
         // same name, so one linker serves both.
@@ -104,9 +76,16 @@ impl PolicyEngine {
             limits,
             compiled: Mutex::new(HashMap::new()),
             ticker,
+            compiler: Compiler::InProcess,
             #[cfg(feature = "native-podset")]
             native_podset: false,
         })
+    }
+
+    /// Compiles modules in a child process running `program` (this binary) from now
+    /// on: see [`compile`](super::compile).
+    pub fn compile_in_child(&mut self, program: PathBuf) {
+        self.compiler = Compiler::Child(program);
     }
 
     pub fn limits(&self) -> &Limits {

@@ -1,11 +1,8 @@
 //! The checks a module passes before it may decide anything.
 
-use std::sync::Arc;
-
-use wasmtime::component::Component;
+use std::sync::{Arc, Weak};
 
 use super::error::chain;
-use std::sync::Weak;
 
 use super::engine::{Policy, PolicyEngine, World};
 use super::{Digest, Error, Result, heap, inspect};
@@ -58,7 +55,7 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
     }
     check_header(bytes)?;
     inspect::check(bytes, limits)?;
-    let component = Component::new(&engine.engine, bytes).map_err(|e| Error::Invalid(chain(&e)))?;
+    let component = engine.compiler.component(&engine.engine, limits, bytes)?;
 
     let ty = component.component_type();
     let imports: Vec<String> = ty.imports(&engine.engine).map(|(name, _)| name.to_string()).collect();

@@ -7,6 +7,8 @@
 //! epoch deadline), a new instance, one typed call, and its output checked against
 //! [`Limits`]. Nothing survives between calls.
 
+pub mod compile;
+mod config;
 mod decision;
 mod digest;
 mod engine;

@@ -243,6 +243,69 @@ fn modules_too_costly_to_compile_are_refused_before_compiling() {
     }
 }
 
+/// A component whose only function leaves a value on the stack: it passes the checks
+/// made before compiling, and the compiler's validation refuses it.
+fn miscompiling_component() -> Vec<u8> {
+    use wasm_encoder::{
+        CodeSection, Component, ComponentSectionId, Function, FunctionSection, Instruction, Module, RawSection,
+        TypeSection,
+    };
+    let mut m = Module::new();
+    let mut types = TypeSection::new();
+    types.ty().function([], []);
+    m.section(&types);
+    let mut fs = FunctionSection::new();
+    fs.function(0);
+    m.section(&fs);
+    let mut code = CodeSection::new();
+    let mut f = Function::new([]);
+    f.instruction(&Instruction::I32Const(1)).instruction(&Instruction::End);
+    code.function(&f);
+    m.section(&code);
+    let core = m.finish();
+    let mut c = Component::new();
+    c.section(&RawSection { id: ComponentSectionId::CoreModule as u8, data: &core });
+    c.finish()
+}
+
+#[test]
+fn a_child_process_compiles_what_the_operator_runs_with_the_same_answers() {
+    let mut child = PolicyEngine::new(Limits::default()).expect("engine");
+    child.compile_in_child(env!("CARGO_BIN_EXE_podset-host").into());
+    let in_process = engine();
+    let bytes = common::read_policy("podset.wasm");
+    let (a, b) = (child.load(&bytes).expect("compiled in a child"), in_process.load(&bytes).expect("in process"));
+    assert_eq!((a.info().name.as_str(), a.digest()), (b.info().name.as_str(), b.digest()));
+    let decide = |p: &podset_host::sandbox::Policy| format!("{:?}", p.decide(&input(3)).expect("decides").actions);
+    assert_eq!(decide(&a), decide(&b), "the same decision from either compilation");
+    // Contained as before: a policy that loops is still stopped at its deadline.
+    let looping = child.load(&common::read_policy("fixtures/infinite-loop.wasm")).expect("loads");
+    assert!(matches!(looping.decide(&input(2)), Err(Error::DeadlineExceeded(_))));
+
+    // What the compiler refuses is refused in the same words.
+    let broken = miscompiling_component();
+    match (child.load(&broken), in_process.load(&broken)) {
+        (Err(Error::Invalid(from_child)), Err(Error::Invalid(here))) => {
+            assert_eq!(from_child, here);
+            assert!(here.contains("type mismatch"), "{here}");
+        }
+        (a, b) => panic!("expected Invalid twice, got {:?} and {:?}", a.map(|_| ()), b.map(|_| ())),
+    }
+    // A compiler that cannot be started, or that dies, is an error of its own.
+    let mut missing = PolicyEngine::new(Limits::default()).expect("engine");
+    missing.compile_in_child("/nonexistent/podset-host".into());
+    match missing.load(&bytes) {
+        Err(Error::Engine(msg)) => assert!(msg.contains("compiling in a child process"), "{msg}"),
+        other => panic!("expected Engine, got {:?}", other.map(|_| ())),
+    }
+    let mut dying = PolicyEngine::new(Limits::default()).expect("engine");
+    dying.compile_in_child("/bin/false".into());
+    match dying.load(&bytes) {
+        Err(Error::Invalid(msg)) => assert!(msg.contains("the compiler's process ended with exit status: 1"), "{msg}"),
+        other => panic!("expected Invalid, got {:?}", other.map(|_| ())),
+    }
+}
+
 /// `bytes` with every `from` replaced by `to` (of the same length).
 fn replace_all(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     assert_eq!(from.len(), to.len());
