@@ -39,6 +39,9 @@ enum Command {
     CompilePolicy {
         #[command(flatten)]
         sandbox: SandboxArgs,
+        /// The compiler's heap, in MiB: past it, the child aborts.
+        #[arg(long, default_value_t = podset_host::sandbox::compile::HEAP_LIMIT >> 20)]
+        heap_mib: u64,
     },
 }
 
@@ -292,8 +295,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::CompilePolicy { sandbox } => {
-            Ok(ExitCode::from(podset_host::sandbox::compile::serve(&sandbox.limits())?))
+        Command::CompilePolicy { sandbox, heap_mib } => {
+            Ok(ExitCode::from(podset_host::sandbox::compile::serve(&sandbox.limits(), heap_mib << 20)?))
         }
     }
 }

@@ -7,8 +7,8 @@
 //! `/proc/PID/pagemap` of the binary's text attributed to its symbols), 4.6 MiB of the
 //! 18.3 MiB of the operator's resident code was the compiler's (cranelift-codegen,
 //! its x64 assembler, regalloc2, wasmtime's Cranelift glue, gimli). A module that
-//! crashes the compiler or makes it allocate without bound ends the child, and its
-//! load is refused with what the child said; the operator serves on.
+//! crashes the compiler, or makes it allocate past [`HEAP_LIMIT`], ends the child, and
+//! its load is refused with what the child said; the operator serves on.
 //!
 //! The artifact is native code that wasmtime trusts (its `deserialize` is `unsafe`
 //! for that reason): it comes from this same binary over a pipe, never from disk or
@@ -19,8 +19,8 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use wasmtime::Engine;
 use wasmtime::component::Component;
+use wasmtime::{Engine, InstanceAllocationStrategy};
 
 use super::config::config;
 use super::error::{Error, Result, chain};
@@ -35,7 +35,8 @@ pub enum Compiler {
     #[default]
     InProcess,
     /// In a child: `PROGRAM compile-policy --policy-memory-mib N`, the module on its
-    /// stdin, the artifact on its stdout, an error on its stderr.
+    /// stdin, the artifact on its stdout, an error on its stderr, its heap capped at
+    /// [`HEAP_LIMIT`].
     Child(PathBuf),
 }
 
@@ -85,12 +86,24 @@ fn in_child(program: &PathBuf, limits: &Limits, bytes: &[u8]) -> Result<Vec<u8>>
 /// The child's exit code when the compiler refuses the module.
 const REFUSED: u8 = 3;
 
+/// The heap a child may use (`RLIMIT_DATA`). The largest module the checks before
+/// compiling let through (20 000 functions) peaked at 127 MB of RSS compiling in
+/// 0.57 s; 100 000 functions (refused before compiling) at 564 MB in 3.6 s.
+pub const HEAP_LIMIT: u64 = 1 << 30;
+
 /// The child's side: reads a module from stdin, writes the artifact to stdout. Exits
-/// with code 3 and the compiler's error on stderr when the module does not compile.
-pub fn serve(limits: &Limits) -> io::Result<u8> {
+/// with code 3 and the compiler's error on stderr when the module does not compile;
+/// aborts when the compiler asks for more than `heap_limit` bytes of heap.
+pub fn serve(limits: &Limits, heap_limit: u64) -> io::Result<u8> {
+    limit_heap(heap_limit)?;
     let mut bytes = Vec::new();
     io::stdin().lock().read_to_end(&mut bytes)?;
-    let engine = Engine::new(&config(limits)).map_err(|e| io::Error::other(chain(&e)))?;
+    // Compiling instantiates nothing: no instance pool, whose table slots alone are
+    // 80 MB of writable mapping. How instances are allocated is not part of what the
+    // artifact must match.
+    let mut config = config(limits);
+    config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+    let engine = Engine::new(&config).map_err(|e| io::Error::other(chain(&e)))?;
     match engine.precompile_component(&bytes) {
         Ok(artifact) => {
             io::stdout().lock().write_all(&artifact)?;
@@ -101,4 +114,22 @@ pub fn serve(limits: &Limits) -> io::Result<u8> {
             Ok(REFUSED)
         }
     }
+}
+
+/// Caps this process's heap: private writable memory, which is what the compiler
+/// allocates (the engine's instance pool is reserved inaccessible, so it is not
+/// counted).
+fn limit_heap(bytes: u64) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let limit = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
+        // SAFETY: setrlimit reads the struct it is given and changes only this
+        // process's limit.
+        if unsafe { libc::setrlimit(libc::RLIMIT_DATA, &limit) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = bytes;
+    Ok(())
 }

@@ -246,26 +246,10 @@ fn modules_too_costly_to_compile_are_refused_before_compiling() {
 /// A component whose only function leaves a value on the stack: it passes the checks
 /// made before compiling, and the compiler's validation refuses it.
 fn miscompiling_component() -> Vec<u8> {
-    use wasm_encoder::{
-        CodeSection, Component, ComponentSectionId, Function, FunctionSection, Instruction, Module, RawSection,
-        TypeSection,
-    };
-    let mut m = Module::new();
-    let mut types = TypeSection::new();
-    types.ty().function([], []);
-    m.section(&types);
-    let mut fs = FunctionSection::new();
-    fs.function(0);
-    m.section(&fs);
-    let mut code = CodeSection::new();
-    let mut f = Function::new([]);
-    f.instruction(&Instruction::I32Const(1)).instruction(&Instruction::End);
-    code.function(&f);
-    m.section(&code);
-    let core = m.finish();
-    let mut c = Component::new();
-    c.section(&RawSection { id: ComponentSectionId::CoreModule as u8, data: &core });
-    c.finish()
+    // The function `i32.const 0; drop` with its `drop` made a `nop`.
+    let broken = replace_all(&costly_component(1, 0, 1), &[0x41, 0x00, 0x1a, 0x0b], &[0x41, 0x00, 0x01, 0x0b]);
+    assert_ne!(broken, costly_component(1, 0, 1), "the function body was found");
+    broken
 }
 
 #[test]
@@ -298,6 +282,22 @@ fn a_child_process_compiles_what_the_operator_runs_with_the_same_answers() {
         Err(Error::Engine(msg)) => assert!(msg.contains("compiling in a child process"), "{msg}"),
         other => panic!("expected Engine, got {:?}", other.map(|_| ())),
     }
+    // The compiler's heap is capped: the largest module the checks let through
+    // (20 000 functions, ~127 MB to compile) against a 32 MiB cap.
+    let mut compiler = std::process::Command::new(env!("CARGO_BIN_EXE_podset-host"))
+        .args(["compile-policy", "--heap-mib", "32"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the compiler starts");
+    let big = costly_component(20_000, 0, 1);
+    podset_host::sandbox::inspect::check(&big, &Limits::default()).expect("the checks before compiling let it through");
+    std::io::Write::write_all(&mut compiler.stdin.take().expect("stdin"), &big).expect("module written");
+    let out = compiler.wait_with_output().expect("the compiler ends");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{:?}: {said}", out.status);
+    assert!(said.contains("memory allocation"), "{said}");
     let mut dying = PolicyEngine::new(Limits::default()).expect("engine");
     dying.compile_in_child("/bin/false".into());
     match dying.load(&bytes) {
