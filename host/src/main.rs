@@ -35,7 +35,7 @@ enum Command {
     /// Compile a module read from stdin for `run`'s engine and write the artifact to
     /// stdout: `run` starts itself as this, so that the compiler never runs in the
     /// operator's process.
-    #[command(name = "compile-policy", hide = true)]
+    #[command(name = podset_host::sandbox::compile::COMMAND, hide = true)]
     CompilePolicy {
         #[command(flatten)]
         sandbox: SandboxArgs,

@@ -34,6 +34,7 @@ pub struct PolicyEngine {
     pub(super) compiled: Mutex<HashMap<Digest, Weak<Policy>>>,
     pub(super) calls: Semaphore,
     pub(super) ticker: EpochTicker,
+    /// Where modules are compiled: in process, or in a child (`run`).
     pub(super) compiler: Compiler,
     /// Benchmark builds only: decide for guest-podset with its natively linked code.
     #[cfg(feature = "native-podset")]

@@ -2,10 +2,10 @@
 //! worlds of `wit/policy.wit`) and runs each decision in a fresh, bounded instance.
 //!
 //! Pipeline, as in wasmtime's examples: one `Engine` (epoch interruption on) →
-//! `load` checks and compiles a module once per sha256 digest → an `InstancePre`
-//! with only the `log` import linked → every call gets a new `Store` (memory cap,
-//! epoch deadline), a new instance, one typed call, and its output checked against
-//! [`Limits`]. Nothing survives between calls.
+//! `load` checks and compiles a module once per sha256 digest (for `run`, in a child
+//! process: [`compile`]) → an `InstancePre` with only the `log` import linked → every
+//! call gets a new `Store` (memory cap, epoch deadline), a new instance, one typed
+//! call, and its output checked against [`Limits`]. Nothing survives between calls.
 
 pub mod compile;
 mod config;
