@@ -117,8 +117,8 @@ pub fn serve(limits: &Limits, heap_limit: u64) -> io::Result<u8> {
 }
 
 /// Caps this process's heap: private writable memory, which is what the compiler
-/// allocates (the engine's instance pool is reserved inaccessible, so it is not
-/// counted).
+/// allocates. It would count an instance pool's table slots too, which is why the
+/// child's engine has none.
 fn limit_heap(bytes: u64) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     {
