@@ -166,7 +166,7 @@ impl MidReconcile {
         self.env.converged("web", 10).await;
         // Whatever the old leader still had to send, it has tried by now (it exits on seeing the Lease lost).
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let entries = self.audit.since(self.mark);
+        let entries = self.audit.since(&self.mark);
         let id = &self.identity;
         let (writes, margin, late) = last_write(&entries, id, fault + LEASE_DURATION - Duration::from_secs(1));
         assert!(writes > 0, "{id} was faulted mid-reconcile, after its first writes");

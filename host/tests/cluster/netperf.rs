@@ -83,7 +83,7 @@ async fn the_sample_measures_pod_to_pod_throughput_on_the_real_node() {
     .await;
     let (ok, out) = kubectl(&["get", "netperf", "-n", &ns, "netperf-sample"]);
     assert!(ok && out.contains("Done"), "the Phase column: {out}");
-    assert_eq!(operator_pod_writes(&audit.since(mark), &ns, "create"), 2, "one server and one client");
+    assert_eq!(operator_pod_writes(&audit.since(&mark), &ns, "create"), 2, "one server and one client");
     let st = common::shadow_settled(&client, &ns, "shadow", &op).await;
     assert_eq!((st.agreed, st.differed, st.failed, st.dropped), (st.decisions, 0, 0, 0), "{st:#?}");
     println!("netperf-sample: a shadow of the same module agreed on all {} decisions", st.decisions);
@@ -142,7 +142,7 @@ async fn killed_in_any_phase_the_operator_resumes_the_test_from_its_status() {
             pods_of(&pods, name).await.is_empty().then_some(())
         })
         .await;
-        let creates = operator_pod_writes(&audit.since(mark), &ns, "create");
+        let creates = operator_pod_writes(&audit.since(&mark), &ns, "create");
         assert_eq!(creates, 2, "{name}: one server and one client pod ever created");
         report.push(format!("{name} (status then {killed_in:?}): Done, {creates} pods created"));
     }

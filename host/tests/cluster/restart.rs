@@ -38,7 +38,7 @@ async fn restarting_over_converged_podsets_creates_and_deletes_nothing() {
         .await;
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    let entries = audit.since(mark);
+    let entries = audit.since(&mark);
     let user = "admin";
     let (creates, deletes) = (pod_creates(&entries, &env.ns, user), pod_deletes(&entries, &env.ns, user));
     let writes: Vec<String> = writes_by(&entries, user)

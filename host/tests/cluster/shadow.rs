@@ -72,7 +72,7 @@ async fn a_different_shadow_is_reported_and_never_acts() {
     let plain = Env::new("shnone").await;
     let mark = audit.mark();
     walkthrough(&plain, "web").await;
-    let without = audit.since(mark);
+    let without = audit.since(&mark);
 
     let env = Env::new("shdiff").await;
     publish_shadow(&env.client, &env.ns, "variant", "variant-module", &read_policy("fixtures/canary.wasm"), None).await;
@@ -80,7 +80,7 @@ async fn a_different_shadow_is_reported_and_never_acts() {
     let mark = audit.mark();
     walkthrough(&env, "web").await;
     let st = settled(&env, "variant").await;
-    let with = audit.since(mark);
+    let with = audit.since(&mark);
 
     assert!(st.differed > 0 && st.failed == 0, "{st:#?}");
     assert_eq!(st.decisions, st.agreed + st.differed);

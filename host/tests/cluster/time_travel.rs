@@ -63,7 +63,7 @@ async fn a_parent_recreated_under_its_name_unseen_by_the_operator_gets_only_chil
         .await;
 
         // The audit log: the operator created the new object's 2 pods, and touched none of the old ones.
-        let entries = audit.since(mark);
+        let entries = audit.since(&mark);
         let ours: Vec<_> =
             entries.iter().filter(|e| e.user_agent.contains(agent) && e.is("pods", &env.ns) && e.succeeded()).collect();
         let created = common::audit::operator_pod_writes(&entries, &env.ns, "create");

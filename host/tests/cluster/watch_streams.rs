@@ -57,7 +57,7 @@ async fn flow(b: &Bent, what: &str) -> String {
     tokio::time::sleep(Duration::from_secs(4)).await;
     env.converged("web", 4).await;
 
-    let entries = audit.since(mark);
+    let entries = audit.since(&mark);
     let ours = |verb| operator_pod_writes(&entries, &env.ns, verb);
     let (creates, deletes) = (ours("create"), ours("delete"));
     let peak = peak_active_pods(&entries, &env.ns, 0);
@@ -131,7 +131,7 @@ async fn a_restart_against_a_lagging_api_server_view_creates_nothing_twice() {
     tokio::time::sleep(Duration::from_secs(4)).await;
     env.converged("web", 5).await;
 
-    let entries = audit.since(mark);
+    let entries = audit.since(&mark);
     let creates = operator_pod_writes(&entries, &env.ns, "create");
     let peak = peak_active_pods(&entries, &env.ns, 2);
     println!("restart against a lagging view: {creates} pod creates for 2 → 5, peak {peak} active pods");
