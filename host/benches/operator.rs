@@ -529,9 +529,15 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// The median over `rounds` of what `f` reads from a round.
 fn median(rounds: &[Round], f: &dyn Fn(&Round) -> f64) -> f64 {
-    let mut v: Vec<f64> = rounds.iter().map(f).collect();
-    v.sort_by(f64::total_cmp);
+    let v = lowest_first(rounds.iter().map(f));
     v[v.len() / 2]
+}
+
+/// `values`, lowest first (as [`sorted`] for durations).
+fn lowest_first(values: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    v
 }
 
 /// Resident memory of `pid` from /proc, in MiB.
@@ -626,14 +632,10 @@ impl Table {
     /// that a median is read with its spread: the scale-down row read 1.01×, 1.30×,
     /// 1.14× and 1.54× in four runs of `make bench`.
     fn rounds(&mut self, peer: &[Round], ours: &[Round], f: &dyn Fn(&Round) -> f64, unit: &str) {
-        let sorted = |mut v: Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v
-        };
-        let list = |v: Vec<f64>, each: &dyn Fn(f64) -> String| sorted(v).into_iter().map(each).collect::<Vec<_>>();
-        let each = |rs: &[Round]| list(rs.iter().map(f).collect(), &|v| fmt(v, unit)).join(", ");
-        let ratios: Vec<f64> = peer.iter().zip(ours).map(|(p, o)| f(o) / f(p)).collect();
-        let ratios = list(ratios, &|r| format!("{r:.2}×")).join(", ");
+        let each =
+            |rs: &[Round]| lowest_first(rs.iter().map(f)).iter().map(|v| fmt(*v, unit)).collect::<Vec<_>>().join(", ");
+        let ratios = lowest_first(peer.iter().zip(ours).map(|(p, o)| f(o) / f(p)));
+        let ratios = ratios.iter().map(|r| format!("{r:.2}×")).collect::<Vec<_>>().join(", ");
         self.rows.push(["… each round, lowest first".into(), each(peer), each(ours), ratios, "—".into(), "—".into()]);
     }
 
