@@ -138,22 +138,28 @@ where
             return Box::pin(async move { call.await.map_err(Into::into) });
         }
         let fence = self.fence.clone();
-        Box::pin(async move {
-            tokio::pin!(call);
-            // The deadline moves with each renewal: re-read when the one waited for passes.
+        let mut call = Box::pin(call);
+        let mut wake = Box::pin(tokio::time::sleep(Duration::ZERO));
+        Box::pin(std::future::poll_fn(move |cx| {
+            // The deadline is read on the wall clock at every wake, before the request is
+            // polled: a replica resumed past it (SIGSTOP) drops a request its connection has
+            // not taken yet instead of sending it then. Polled first, as a biased
+            // `select!` did, the request went on at the first wake after the pause: in one
+            // `make test` run a create let through before a SIGSTOP reached the API server
+            // after the deadline. It moves with each renewal, so it is read each time.
             while let Some(left) = fence.left(SystemTime::now()) {
                 if left.is_zero() {
                     fence.refused.inc();
-                    return Err(Box::new(Abandoned) as BoxError);
+                    return Poll::Ready(Err(Box::new(Abandoned) as BoxError));
                 }
-                tokio::select! {
-                    biased;
-                    answered = &mut call => return answered.map_err(Into::into),
-                    () = tokio::time::sleep(left) => {}
+                // Wakes this future at the deadline; if that is already due, read it again.
+                wake.as_mut().reset(tokio::time::Instant::now() + left);
+                if wake.as_mut().poll(cx).is_pending() {
+                    break;
                 }
             }
-            call.await.map_err(Into::into)
-        })
+            call.as_mut().poll(cx).map_err(Into::into)
+        }))
     }
 }
 
@@ -237,6 +243,41 @@ mod tests {
         fence.until(None);
         assert_eq!(slow(&fence, ms(400)).call(request(Method::GET, pods)).await.expect("a read"), 200);
         assert_eq!(refused.get(), 1);
+    }
+
+    /// The window a SIGSTOP finds: the write was let through and is waiting for a
+    /// connection when the process stops; it resumes past the deadline with the
+    /// connection ready. The request must be dropped unsent, not sent late.
+    #[tokio::test]
+    async fn a_write_still_waiting_to_be_sent_at_the_deadline_is_never_sent() {
+        let sent = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let connected = Arc::new(tokio::sync::Notify::new());
+        let fence = Fence::shut(Counter::default());
+        let mut svc = FenceWrites(fence.clone()).layer(tower::service_fn({
+            let (sent, connected) = (sent.clone(), connected.clone());
+            move |_: Request<()>| {
+                let (sent, connected) = (sent.clone(), connected.clone());
+                async move {
+                    connected.notified().await;
+                    sent.store(true, std::sync::atomic::Ordering::SeqCst);
+                    Ok::<u16, BoxError>(200)
+                }
+            }
+        }));
+        fence.until(Some(SystemTime::now() + Duration::from_millis(50)));
+        let mut write = svc.call(request(Method::POST, "/api/v1/namespaces/a/pods"));
+        std::future::poll_fn(|cx| {
+            assert!(write.as_mut().poll(cx).is_pending(), "waiting for its connection");
+            Poll::Ready(())
+        })
+        .await;
+        // Stopped: nothing of this process runs, the clock goes on. Then the connection is ready.
+        std::thread::sleep(Duration::from_millis(100));
+        connected.notify_one();
+        let err = write.await.expect_err("resumed past the deadline");
+        assert!(err.downcast_ref::<Abandoned>().is_some(), "{err}");
+        assert!(!sent.load(std::sync::atomic::Ordering::SeqCst), "the request was never handed on");
+        assert_eq!(fence.refused.get(), 1);
     }
 
     #[test]
