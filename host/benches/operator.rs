@@ -277,6 +277,17 @@ struct Round {
     /// CPU seconds the controller spent meanwhile, per object: the operator, or the
     /// whole controller manager for the ReplicaSet controller.
     controller_cpu: f64,
+    /// The rest of the cluster meanwhile, per object: the controller manager beside the
+    /// operator (zero for the peer, whose controller it is), the scheduler and the
+    /// simulated node.
+    kcm_beside_cpu: f64,
+    scheduler_cpu: f64,
+    node_cpu: f64,
+    /// The whole machine's busy CPU per object (/proc/stat), and the share of its cores
+    /// left idle until the last object converged: with the cores saturated, time follows
+    /// the work; with idle cores, something waits.
+    machine_cpu: f64,
+    idle: f64,
     down: Duration,
     up: Duration,
     /// During the scale up: when the last new pod was ready (the API server, scheduler
@@ -435,6 +446,10 @@ async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &Sizes
     let before = apiserver_writes(client).await;
     let (apiserver_before, etcd_before) = (component_cpu("kube-apiserver"), component_cpu("etcd"));
     let controller_before = cpu_seconds(controller);
+    let kcm = component_pid("kube-controller-manager");
+    let others = || [cpu_seconds(kcm), component_cpu("kube-scheduler"), component_cpu("node-sim")];
+    let others_before = others();
+    let machine_before = Machine::now();
     let started = Instant::now();
     let created = create_all(&api, peer, &names, s.replicas, started).await;
     let settled = settle(peer, &api, s.objects, i64::from(s.replicas), started).await;
@@ -444,6 +459,7 @@ async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &Sizes
     let last_created = created.values().max().copied().unwrap_or_default();
     let after_create = sorted(settled.iter().map(|(name, at)| at.saturating_sub(created[name])));
     let converge = started.elapsed();
+    let idle = Machine::now().idle_since(&machine_before);
     // Writes that trail the last status (a late condition, an Event) count too.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let writes_by_resource =
@@ -451,6 +467,11 @@ async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &Sizes
     let apiserver_cpu = (component_cpu("kube-apiserver") - apiserver_before) / s.objects as f64;
     let etcd_cpu = (component_cpu("etcd") - etcd_before) / s.objects as f64;
     let controller_cpu = (cpu_seconds(controller) - controller_before) / s.objects as f64;
+    let machine_cpu = Machine::now().busy_since(&machine_before) / s.objects as f64;
+    let others_after = others();
+    let spent = |i: usize| (others_after[i] - others_before[i]) / s.objects as f64;
+    let kcm_beside_cpu = if controller == kcm { 0.0 } else { spent(0) };
+    let (scheduler_cpu, node_cpu) = (spent(1), spent(2));
 
     let (mut down, mut up, mut up_pods_ready, mut up_apiserver_cpu) =
         (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0.0);
@@ -484,6 +505,11 @@ async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &Sizes
         apiserver_cpu,
         etcd_cpu,
         controller_cpu,
+        kcm_beside_cpu,
+        scheduler_cpu,
+        node_cpu,
+        machine_cpu,
+        idle,
         down,
         up,
         up_pods_ready,
@@ -560,6 +586,42 @@ fn cpu_seconds(pid: u32) -> f64 {
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     // utime and stime are fields 14 and 15 of stat; `rest` starts at field 3.
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The machine's CPU time so far, from the first line of /proc/stat (clock ticks).
+struct Machine {
+    busy: f64,
+    idle: f64,
+}
+
+impl Machine {
+    fn now() -> Machine {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let ticks: Vec<f64> = stat
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .map(|v| v.parse().unwrap_or(0.0))
+            .collect();
+        let field = |i: usize| ticks.get(i).copied().unwrap_or(0.0);
+        // user nice system idle iowait irq softirq steal (guest time is within user).
+        let idle = field(3) + field(4);
+        let busy = field(0) + field(1) + field(2) + field(5) + field(6) + field(7);
+        Machine { busy: busy / 100.0, idle: idle / 100.0 }
+    }
+
+    /// CPU seconds the machine spent busy since `before`.
+    fn busy_since(&self, before: &Machine) -> f64 {
+        self.busy - before.busy
+    }
+
+    /// The share of the machine's CPU time since `before` that was idle.
+    fn idle_since(&self, before: &Machine) -> f64 {
+        let (busy, idle) = (self.busy - before.busy, self.idle - before.idle);
+        if busy + idle > 0.0 { idle / (busy + idle) } else { 0.0 }
+    }
 }
 
 /// CPU seconds the control plane's `component` has used.
@@ -893,6 +955,18 @@ fn versus_replicasets(s: &Sizes, peer: &[Round], ours: &[Round], default_rate: &
         "ms CPU",
         None,
     );
+    t1.alone(
+        "… the controller manager's beside the operator",
+        median(ours, &|r| r.kcm_beside_cpu * 1e3),
+        "ms CPU",
+        None,
+    );
+    t1.medians("scheduler CPU per object while converging", peer, ours, &|r| r.scheduler_cpu * 1e3, "ms CPU", None);
+    t1.medians("simulated node CPU per object while converging", peer, ours, &|r| r.node_cpu * 1e3, "ms CPU", None);
+    // The sum of everything, the benchmark itself included: its ratio against the time's
+    // says whether the time is the work.
+    t1.medians("the machine's CPU per object while converging", peer, ours, &|r| r.machine_cpu * 1e3, "ms CPU", None);
+    t1.medians("… its cores idle until the last converged, %", peer, ours, &|r| r.idle * 100.0, "%", None);
     t1.medians(&format!("scale {} → 1, all objects", s.replicas), peer, ours, &|r| secs(r.down), "s", Some(1.0));
     t1.rounds(peer, ours, &|r| secs(r.down), "s");
     t1.medians(&format!("scale 1 → {}, all objects", s.replicas), peer, ours, &|r| secs(r.up), "s", Some(1.0));
