@@ -68,6 +68,7 @@ pub fn deployment(parent: &Object, spec: &MemcachedSpec) -> Value {
 #[derive(Deserialize, Default)]
 #[serde(default, rename_all = "camelCase")]
 struct DeploymentStatus {
+    observed_generation: i64,
     ready_replicas: i32,
     updated_replicas: i32,
     replicas: i32,
@@ -110,12 +111,22 @@ fn observed_status(
         }
         Some(_) => ("Scaling", format!("Deployment {name}: {} of {} pods ready", ds.ready_replicas, spec.size)),
     };
-    let progressing = !available || ds.updated_replicas != spec.size || ds.replicas != spec.size;
+    // Counts the Deployment controller wrote before it saw the Deployment's latest spec
+    // are those of the spec before (as `kubectl rollout status` reads them): the rollout
+    // is still under way, whatever they say. Seen in the fault suite: "Complete, 1 of 1"
+    // written from such a status while the Deployment was being scaled to 3.
+    let behind = deployment.map(|d| d.meta.generation).filter(|g| ds.observed_generation < *g);
+    let progressing = behind.is_some() || !available || ds.updated_replicas != spec.size || ds.replicas != spec.size;
+    let (progress_reason, progress_message) = match behind {
+        Some(g) => ("Updating", format!("Deployment {name}: generation {g} not yet observed by its controller")),
+        None if progressing => (reason, message.clone()),
+        None => ("Complete", message.clone()),
+    };
     let set = |list: &mut Vec<Condition>, type_, status, reason: &str, message: &str| {
         conditions::set(list, Condition::new(type_, status, reason, message, now).generation(generation))
     };
     set(&mut next.conditions, "Available", available, reason, &message);
-    set(&mut next.conditions, "Progressing", progressing, if progressing { reason } else { "Complete" }, &message);
+    set(&mut next.conditions, "Progressing", progressing, progress_reason, &progress_message);
     // A message even when all is well: `kubectl describe` shows it beside the reason.
     set(&mut next.conditions, "Degraded", false, "AsExpected", "No failure observed");
     Ok(next)
@@ -165,10 +176,11 @@ mod tests {
         })
     }
 
+    /// A Deployment whose controller has acted on its spec (generation 1).
     fn deployment_with(replicas: i32, ready: i32) -> Object {
         let mut d = object(DEPLOYMENT, "cache", json!({}));
-        d.body = json!({ "spec": { "replicas": replicas },
-            "status": { "replicas": replicas, "readyReplicas": ready, "updatedReplicas": replicas } })
+        d.body = json!({ "spec": { "replicas": replicas }, "status": { "observedGeneration": d.meta.generation,
+            "replicas": replicas, "readyReplicas": ready, "updatedReplicas": replicas } })
         .to_string();
         d
     }
@@ -215,6 +227,29 @@ mod tests {
         let available = conditions::find(&status.conditions, "Available").expect("Available");
         assert_eq!((available.status.as_str(), available.reason.as_str()), ("False", "Scaling"));
         assert!(available.message.contains("3 of 5"));
+        assert!(conditions::find(&status.conditions, "Progressing").is_some_and(Condition::is_true));
+    }
+
+    #[test]
+    fn a_deployment_status_older_than_its_spec_is_still_progressing() {
+        let mut i = input(memcached(3, json!({})));
+        // Scaled from 1 to 3 (generation 2); its controller's last status is of generation 1.
+        let mut d = deployment_with(1, 1);
+        d.meta.generation = 2;
+        i.children.push(d);
+        let status = status_of(&reconcile(&i).expect("decides")).expect("a status");
+        let progressing = conditions::find(&status.conditions, "Progressing").expect("Progressing");
+        assert_eq!((progressing.status.as_str(), progressing.reason.as_str()), ("True", "Updating"));
+        assert!(progressing.message.contains("generation 2"), "{}", progressing.message);
+        assert!(!conditions::find(&status.conditions, "Available").expect("Available").is_true());
+
+        // Scaled down from 3 to 1 the same way: its 3 ready pods serve, the rollout is not done.
+        let mut i = input(memcached(1, json!({})));
+        let mut d = deployment_with(3, 3);
+        d.meta.generation = 2;
+        i.children.push(d);
+        let status = status_of(&reconcile(&i).expect("decides")).expect("a status");
+        assert!(conditions::find(&status.conditions, "Available").is_some_and(Condition::is_true));
         assert!(conditions::find(&status.conditions, "Progressing").is_some_and(Condition::is_true));
     }
 
