@@ -14,7 +14,11 @@
 //!   and CPU of a resync with nothing to do, memory per extra policy.
 //!
 //! `BENCH_QUICK=1` runs every group small and once (`make test` does, so that they
-//! cannot rot); it checks that they run, not how fast.
+//! cannot rot); it checks that they run, not how fast. `BENCH_ROUNDS_ONLY=1` stops
+//! after the alternating rounds and prints their tables without writing them (about
+//! 12 minutes instead of 38): for trying a change to convergence, or an operator
+//! setting, which the operators inherit from the environment
+//! (`RECONCILE_DEBOUNCE=100ms BENCH_ROUNDS_ONLY=1 make bench`).
 
 use podset_test_support as common;
 
@@ -49,9 +53,14 @@ struct Sizes {
 const CURVE_REPLICAS: i32 = 2;
 
 impl Sizes {
-    fn from_env() -> (Sizes, bool) {
-        let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
-        let sizes = if quick {
+    fn from_env() -> (Sizes, Run) {
+        let set = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
+        let run = match (set("BENCH_QUICK"), set("BENCH_ROUNDS_ONLY")) {
+            (true, _) => Run::Quick,
+            (false, true) => Run::RoundsOnly,
+            (false, false) => Run::Full,
+        };
+        let sizes = if run == Run::Quick {
             Sizes {
                 objects: 10,
                 replicas: 2,
@@ -70,7 +79,28 @@ impl Sizes {
                 curve: &[100, 1000, 5000],
             }
         };
-        (sizes, quick)
+        (sizes, run)
+    }
+}
+
+/// What this run of the benchmark is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    Full,
+    /// `BENCH_QUICK=1`: every group, small.
+    Quick,
+    /// `BENCH_ROUNDS_ONLY=1`: the alternating rounds only.
+    RoundsOnly,
+}
+
+impl Run {
+    /// What the results' heading says of the run.
+    fn note(self) -> &'static str {
+        match self {
+            Run::Full => "",
+            Run::Quick => " (BENCH_QUICK=1: a smoke run, sizes not meaningful)",
+            Run::RoundsOnly => " (BENCH_ROUNDS_ONLY=1: the alternating rounds only)",
+        }
     }
 }
 
@@ -753,6 +783,31 @@ struct Contenders {
     canary: Vec<u8>,
 }
 
+impl Contenders {
+    /// Stops the operator that `who` is not, and starts the one it is (none for the
+    /// peer). An operator serving none of a round's namespaces still watches every
+    /// PodSet and pod its policies declare (a shard filters its caches, it does not
+    /// scope its watches), so with both running, each operator round paid the API
+    /// server and the machine for a second operator's watches, which the peer's round
+    /// never did.
+    async fn run_only(&mut self, who: Who) {
+        let (op, native) = match who {
+            Who::Wasm | Who::Shadowed => (true, false),
+            Who::Native => (false, true),
+            Who::ReplicaSet => (false, false),
+        };
+        for (o, wanted) in [(&mut self.op, op), (&mut self.native_op, native)] {
+            let running = o.exited().is_none();
+            if running && !wanted {
+                o.kill();
+            } else if !running && wanted {
+                o.respawn();
+                o.ready().await;
+            }
+        }
+    }
+}
+
 /// What the rounds measured.
 struct Rounds {
     by: HashMap<Who, Vec<Round>>,
@@ -764,7 +819,7 @@ struct Rounds {
 
 #[tokio::main]
 async fn main() {
-    let (s, quick) = Sizes::from_env();
+    let (s, run) = Sizes::from_env();
     let client = common::client().await;
     let run_label = format!("podset.dev/bench={}", std::process::id());
     let dir = tempfile::tempdir().expect("tempdir");
@@ -785,9 +840,9 @@ async fn main() {
     op.ready().await;
     native_op.ready().await;
     let idle_rss = rss(op.pid());
-    let c = Contenders { op, native_op, run_label, native_label, file, good, canary };
+    let mut c = Contenders { op, native_op, run_label, native_label, file, good, canary };
 
-    let rounds = alternating_rounds(&client, &s, &c).await;
+    let rounds = alternating_rounds(&client, &s, &mut c).await;
     let by = &rounds.by;
     let (peer, ours, native, shadowed) =
         (&by[&Who::ReplicaSet], &by[&Who::Wasm], &by[&Who::Native], &by[&Who::Shadowed]);
@@ -795,33 +850,21 @@ async fn main() {
     let tn = native_vs_wasm(&s, native, ours);
     let ts = with_a_shadow(&s, ours, shadowed);
     let t2 = operator_at_size(&s, &c, &rounds, idle_rss).await;
-    // The scale table and the curve start operators of their own.
-    let run_label = c.run_label.clone();
-    drop(c);
-
-    let t3 = scale(&client, &s, &run_label).await;
-    let t4 = curve(&client, &s, &run_label).await;
-    report(
-        &client,
-        quick,
-        &[
-            (&t1, "ReplicaSet controller"),
-            (&tn, "native"),
-            (&ts, "no shadow"),
-            (&t2, "reference"),
-            (&t3, "reference"),
-            (&t4, "ReplicaSet controller"),
-        ],
-    )
-    .await;
+    let mut tables = vec![(t1, "ReplicaSet controller"), (tn, "native"), (ts, "no shadow"), (t2, "reference")];
+    if run != Run::RoundsOnly {
+        // The scale table and the curve start operators of their own.
+        let run_label = c.run_label.clone();
+        drop(c);
+        tables.push((scale(&client, &s, &run_label).await, "reference"));
+        tables.push((curve(&client, &s, &run_label).await, "ReplicaSet controller"));
+    }
+    report(&client, run, &tables).await;
 }
 
 /// The alternating rounds of the four contenders (the peer, the operator, its native
 /// build, the operator with a shadow), then one round of the peer at its default client
 /// rate; the hot swap after the operator's last round.
-async fn alternating_rounds(client: &Client, s: &Sizes, c: &Contenders) -> Rounds {
-    let (op, native_op, run_label, native_label) = (&c.op, &c.native_op, &c.run_label, &c.native_label);
-    let (file, good, canary) = (&c.file, &c.good, &c.canary);
+async fn alternating_rounds(client: &Client, s: &Sizes, c: &mut Contenders) -> Rounds {
     // Alternating rounds, the controller manager's client rate out of the way.
     kcm_rate(1000, 1000);
     let mut rounds: HashMap<Who, Vec<Round>> = HashMap::new();
@@ -833,6 +876,9 @@ async fn alternating_rounds(client: &Client, s: &Sizes, c: &Contenders) -> Round
             order.reverse();
         }
         for who in order {
+            c.run_only(who).await;
+            let (op, native_op, run_label, native_label) = (&c.op, &c.native_op, &c.run_label, &c.native_label);
+            let (file, good, canary) = (&c.file, &c.good, &c.canary);
             let (label, operator) = match who {
                 Who::Native => (native_label, Some(native_op)),
                 Who::Wasm | Who::Shadowed => (run_label, Some(op)),
@@ -893,11 +939,14 @@ async fn alternating_rounds(client: &Client, s: &Sizes, c: &Contenders) -> Round
         }
     }
     // The same, once, at the controller manager's default client rate (20 QPS, burst 30).
+    c.run_only(Who::ReplicaSet).await;
     kcm_rate(20, 30);
-    let ns = bench_namespace(client, "bench", run_label).await;
+    let ns = bench_namespace(client, "bench", &c.run_label).await;
     let default_rate = round(client, Peer::ReplicaSet, component_pid("kube-controller-manager"), &ns, s, false).await;
     drop_namespace(client, &ns).await;
     kcm_rate(1000, 1000);
+    // What follows measures the operator.
+    c.run_only(Who::Wasm).await;
 
     Rounds { by: rounds, default_rate, swap, busy_rss }
 }
@@ -1117,11 +1166,11 @@ async fn operator_at_size(s: &Sizes, c: &Contenders, rounds: &Rounds, idle_rss: 
     t2
 }
 
-/// The tables as Markdown, printed, and written to bench/results/latest.md unless quick.
-async fn report(client: &Client, quick: bool, tables: &[(&Table, &str)]) {
+/// The tables as Markdown, printed, and written to bench/results/latest.md by a full run.
+async fn report(client: &Client, run: Run, tables: &[(Table, &str)]) {
     let mut md = format!(
         "# Benchmarks\n\n`make bench`{} on {}, {}. Embedded control plane (Kubernetes {}), simulated node (pods ready 1 s after they start), operator `{}`.\n\n",
-        if quick { " (BENCH_QUICK=1: a smoke run, sizes not meaningful)" } else { "" },
+        run.note(),
         machine(),
         date(),
         client.apiserver_version().await.map(|v| v.git_version).unwrap_or_else(|e| format!("of unknown version: {e}")),
@@ -1131,7 +1180,7 @@ async fn report(client: &Client, quick: bool, tables: &[(&Table, &str)]) {
     let parts: Vec<String> = tables.iter().map(|(t, against)| t.markdown(against)).collect();
     md += &parts.join("\n");
     println!("\n{md}");
-    if !quick {
+    if run == Run::Full {
         let path = common::workspace().join("bench/results/latest.md");
         std::fs::create_dir_all(path.parent().expect("dir")).expect("bench/results");
         std::fs::write(&path, &md).expect("write bench/results/latest.md");
