@@ -18,7 +18,7 @@ use futures::channel::mpsc::{UnboundedReceiver, unbounded};
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource};
 use kube::core::GroupVersionKind;
-use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -281,9 +281,9 @@ async fn run(
     let grace = stop.clone();
     let controller = Controller::for_stream_with(parents, kind.parents.clone(), kind.resource.clone())
         .reconcile_on(triggers.stream(ctx.debounce))
-        .with_config(ControllerConfig::default().concurrency(ctx.concurrency))
+        // kube-runtime's own limit stays off: see `KindContext::new`.
         .graceful_shutdown_on(async move { grace.cancelled().await })
-        .run(reconcile, error_policy, Arc::new(KindContext { ctx: ctx.clone(), kind: kind.clone() }))
+        .run(reconcile, error_policy, Arc::new(KindContext::new(ctx.clone(), kind.clone(), stop.clone())))
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!("controller: {e}");

@@ -39,6 +39,11 @@ pub async fn reconcile(parent: Arc<Object>, kc: Arc<KindContext>) -> Result<Acti
     let key = ObjectRef::from_obj_with(parent.as_ref(), kc.kind.resource.clone());
     let span = info_span!("reconcile", kind = %kc.kind.resource.kind, object = %format!("{}/{}", parent.namespace().unwrap_or_default(), parent.name_any()));
     async move {
+        // The semaphore is never closed: `ok()` only keeps the permit to the end.
+        let _turn = tokio::select! {
+            turn = kc.turns.acquire() => turn.ok(),
+            () = kc.stop.cancelled() => return Ok(Action::await_change()),
+        };
         let started = Instant::now();
         let result = reconcile_inner(&key, &kc).await;
         kc.ctx.metrics.reconciled(started.elapsed());
