@@ -281,6 +281,10 @@ impl Decisions {
         Decisions { count: self.count - before.count, wall: self.wall - before.wall, cpu: self.cpu - before.cpu }
     }
 
+    fn plus(&self, other: &Decisions) -> Decisions {
+        Decisions { count: self.count + other.count, wall: self.wall + other.wall, cpu: self.cpu + other.cpu }
+    }
+
     fn mean_wall(&self) -> f64 {
         self.wall / self.count.max(1.0)
     }
@@ -327,6 +331,8 @@ struct Round {
     up_apiserver_cpu: f64,
     /// The operator's decision and reconcile time during the round.
     split: Split,
+    /// Its decisions of 1-9 pods during the round.
+    few_pods: Decisions,
     /// What the shadow did during the round, when there was one.
     shadow: ShadowSplit,
 }
@@ -545,6 +551,7 @@ async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &Sizes
         up_pods_ready,
         up_apiserver_cpu,
         split: Split::default(),
+        few_pods: Decisions::default(),
         shadow: ShadowSplit::default(),
     }
 }
@@ -885,9 +892,9 @@ async fn alternating_rounds(client: &Client, s: &Sizes, c: &mut Contenders) -> R
                 Who::ReplicaSet => (run_label, None),
             };
             let ns = bench_namespace(client, "bench", label).await;
-            let before = match operator {
-                Some(o) => Split::of(o).await,
-                None => Split::default(),
+            let (before, few_before) = match operator {
+                Some(o) => (Split::of(o).await, Decisions::of(&o.metrics().await)),
+                None => (Split::default(), Decisions::default()),
             };
             if who == Who::Shadowed {
                 common::publish_shadow(client, &ns, "shadow", "shadow-module", good, None).await;
@@ -900,6 +907,7 @@ async fn alternating_rounds(client: &Client, s: &Sizes, c: &mut Contenders) -> R
                 round(client, who.peer(), controller, &ns, s, !matches!(who, Who::Native | Who::Shadowed)).await;
             if let Some(o) = operator {
                 result.split = Split::of(o).await.minus(&before);
+                result.few_pods = Decisions::of(&o.metrics().await).minus(&few_before);
             }
             if who == Who::Shadowed {
                 // The tally is written every few seconds: let the last one land.
@@ -1125,7 +1133,7 @@ fn with_a_shadow(s: &Sizes, ours: &[Round], shadowed: &[Round]) -> Table {
 /// The operator at the rounds' size: the hot swap, its decision against the module
 /// alone, its memory.
 async fn operator_at_size(s: &Sizes, c: &Contenders, rounds: &Rounds, idle_rss: f64) -> Table {
-    let (op, good, busy_rss) = (&c.op, &c.good, rounds.busy_rss);
+    let (good, busy_rss) = (&c.good, rounds.busy_rss);
     let secs = |d: Duration| d.as_secs_f64();
     let mut t2 = Table::new(&format!("The operator at {} PodSets", s.objects));
     if let Some(swap) = rounds.swap {
@@ -1136,8 +1144,9 @@ async fn operator_at_size(s: &Sizes, c: &Contenders, rounds: &Rounds, idle_rss: 
             Some(1.0),
         );
     }
-    // The decision inside the busy operator against the same module alone, same pod count.
-    let decisions = Decisions::of(&op.metrics().await);
+    // The decision inside the busy operator against the same module alone, same pod
+    // count: its rounds' decisions (it is started afresh for each of its rounds).
+    let decisions = rounds.by[&Who::Wasm].iter().fold(Decisions::default(), |all, r| all.plus(&r.few_pods));
     let alone = isolated_decisions(good, s.replicas as usize);
     t2.decisions(
         &format!(
