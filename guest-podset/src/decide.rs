@@ -68,18 +68,24 @@ pub fn decide(input: &Input) -> Result<Vec<Action>, PolicyError> {
             // In-flight creations cannot be deleted; only observed pods can go.
             let surplus = (expected - desired).min(staying.len());
             staying.sort_by(|a, b| deletion_order(a, b));
-            actions.extend(staying[..surplus].iter().map(|p| Action::DeletePod(p.name.clone())));
+            actions.extend(staying.drain(..surplus).map(|p| Action::DeletePod(p.name.clone())));
         }
         Ordering::Equal => {}
     }
 
-    if let Some(status) = changed_status(input, &active) {
+    // The status names the pods that stay: not those this decision deletes, nor those
+    // whose deletion is in flight. The host writes it only once the deletions are
+    // done, and a pod being deleted is not active. Counted from the pods observed
+    // before, it took a second status write once the deletions were seen: with
+    // reconciles taken first come first served, that write queued behind every other
+    // PodSet's, and 200 × 5 → 1 took ~1.5× the ReplicaSet controller's time.
+    if let Some(status) = changed_status(input, &staying) {
         actions.push(Action::UpdateStatus(status));
     }
     Ok(actions)
 }
 
-/// The status that describes what is observed now, unless the current one does. The
+/// The status that describes `active` (the pods that stay), unless the current one does. The
 /// pod names are compared borrowed and copied only into a status that changed: a
 /// converged PodSet, the common reconcile, copies none.
 fn changed_status(input: &Input, active: &[&Pod]) -> Option<PodsetStatus> {
@@ -253,6 +259,22 @@ mod tests {
         let pods = vec![older, newer, not_ready, pending, unscheduled];
         let a = decide(&input(1, pods)).unwrap();
         assert_eq!(deletes(&a), vec!["unscheduled", "pending", "not-ready", "newer"]);
+    }
+
+    #[test]
+    fn a_scale_down_s_status_names_only_the_pods_that_stay() {
+        let mut i = input(1, vec![pod("a"), pod("b"), pod("c")]);
+        i.in_flight.deletions = vec!["c".into()];
+        let a = decide(&i).unwrap();
+        let s = status(&a).expect("a status with the deletions");
+        let stay: Vec<String> = ["a", "b"].iter().filter(|n| !deletes(&a).contains(n)).map(|n| n.to_string()).collect();
+        assert_eq!(s.pod_names, stay, "neither the pod deleted now nor the one in flight");
+        assert_eq!((s.pod_names.len(), s.available_replicas), (1, 1));
+        // Once the deletions are seen, the status written with them holds: nothing to do.
+        i.podset.status = s.clone();
+        i.pods.retain(|p| stay.contains(&p.name));
+        i.in_flight.deletions.clear();
+        assert_eq!(decide(&i).unwrap(), Vec::<Action>::new());
     }
 
     #[test]

@@ -111,13 +111,16 @@ fn check(input: &Input, actions: &[Action]) -> Result<(), TestCaseError> {
         expected.saturating_sub(desired)
     );
     prop_assert!(creates == 0 || deletes.is_empty(), "creates and deletes in one decision");
-    // The status is consistent with the input it was decided from.
+    // The status is consistent with the input it was decided from: it names the
+    // active pods that stay, neither those going nor those this decision deletes.
+    let stay: Vec<&&Pod> =
+        active.iter().filter(|p| !going.contains(p.name.as_str()) && !deletes.contains(&&p.name)).collect();
     for a in actions {
         if let Action::UpdateStatus(s) = a {
-            let mut names: Vec<String> = active.iter().map(|p| p.name.clone()).collect();
+            let mut names: Vec<String> = stay.iter().map(|p| p.name.clone()).collect();
             names.sort();
             prop_assert_eq!(&s.pod_names, &names);
-            prop_assert_eq!(s.available_replicas as usize, active.iter().filter(|p| p.ready).count());
+            prop_assert_eq!(s.available_replicas as usize, stay.iter().filter(|p| p.ready).count());
             prop_assert_eq!(s.observed_generation, input.podset.generation);
             let available = s.conditions.iter().find(|c| c.type_ == "Available").map(|c| c.status);
             let enough = s.available_replicas >= input.podset.replicas;
