@@ -206,7 +206,8 @@ impl MidReconcile {
 /// creating pods, resumed after the standby took over: the write fence refuses what its
 /// tasks still had to send. Checked in the API server's audit log: no write of the old
 /// leader completes after its deadline (its last renewal before the pause + the lease
-/// duration − the margin), and never more pods than asked for.
+/// duration − the margin) but those it had handed to its connection before it, and
+/// never more pods than asked for but those (see [`MidReconcile::verdict`]).
 #[tokio::test]
 async fn a_leader_paused_past_its_lease_writes_nothing_once_resumed() {
     let m = mid_reconcile("paused", None).await;
@@ -230,8 +231,9 @@ async fn a_leader_paused_past_its_lease_writes_nothing_once_resumed() {
 /// stops forwarding (it keeps the connections and answers nothing), so the leader can
 /// neither renew nor hear back from its writes. The standby takes over when the Lease
 /// expires; then the partition outlasts the connections (the proxy drops them) and
-/// heals. Checked in the audit log: no write of the old leader after its deadline bound,
-/// and never more pods than asked for.
+/// heals. Checked in the audit log as for the paused leader: no write of the old leader
+/// after its deadline bound but those it had sent before it, and never more pods than
+/// asked for but those.
 #[tokio::test]
 async fn a_leader_cut_off_from_the_api_server_writes_nothing_after_its_deadline() {
     let upstream: std::net::SocketAddr = common::api_server_url()
