@@ -231,12 +231,11 @@ struct Split {
 }
 
 impl Split {
-    async fn of(op: &common::Operator) -> Split {
-        let m = op.metrics().await;
+    fn of(m: &str) -> Split {
         Split {
-            decisions: common::sum_metric(&m, "podset_policy_decision_duration_seconds_count", ""),
-            decision_seconds: common::sum_metric(&m, "podset_policy_decision_duration_seconds_sum", ""),
-            reconcile_seconds: common::sum_metric(&m, "podset_reconcile_duration_seconds_sum", ""),
+            decisions: common::sum_metric(m, "podset_policy_decision_duration_seconds_count", ""),
+            decision_seconds: common::sum_metric(m, "podset_policy_decision_duration_seconds_sum", ""),
+            reconcile_seconds: common::sum_metric(m, "podset_reconcile_duration_seconds_sum", ""),
         }
     }
 
@@ -893,7 +892,10 @@ async fn alternating_rounds(client: &Client, s: &Sizes, c: &mut Contenders) -> R
             };
             let ns = bench_namespace(client, "bench", label).await;
             let (before, few_before) = match operator {
-                Some(o) => (Split::of(o).await, Decisions::of(&o.metrics().await)),
+                Some(o) => {
+                    let m = o.metrics().await;
+                    (Split::of(&m), Decisions::of(&m))
+                }
                 None => (Split::default(), Decisions::default()),
             };
             if who == Who::Shadowed {
@@ -906,8 +908,9 @@ async fn alternating_rounds(client: &Client, s: &Sizes, c: &mut Contenders) -> R
             let mut result =
                 round(client, who.peer(), controller, &ns, s, !matches!(who, Who::Native | Who::Shadowed)).await;
             if let Some(o) = operator {
-                result.split = Split::of(o).await.minus(&before);
-                result.few_pods = Decisions::of(&o.metrics().await).minus(&few_before);
+                let m = o.metrics().await;
+                result.split = Split::of(&m).minus(&before);
+                result.few_pods = Decisions::of(&m).minus(&few_before);
             }
             if who == Who::Shadowed {
                 // The tally is written every few seconds: let the last one land.
