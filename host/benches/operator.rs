@@ -55,10 +55,11 @@ const CURVE_REPLICAS: i32 = 2;
 impl Sizes {
     fn from_env() -> (Sizes, Run) {
         let set = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
-        let run = match (set("BENCH_QUICK"), set("BENCH_ROUNDS_ONLY")) {
-            (true, _) => Run::Quick,
-            (false, true) => Run::RoundsOnly,
-            (false, false) => Run::Full,
+        let run = match (set("BENCH_QUICK"), set("BENCH_ROUNDS_ONLY"), set("BENCH_SCALE_ONLY")) {
+            (true, _, _) => Run::Quick,
+            (false, true, _) => Run::RoundsOnly,
+            (false, false, true) => Run::ScaleOnly,
+            (false, false, false) => Run::Full,
         };
         let sizes = if run == Run::Quick {
             Sizes {
@@ -91,6 +92,8 @@ enum Run {
     Quick,
     /// `BENCH_ROUNDS_ONLY=1`: the alternating rounds only.
     RoundsOnly,
+    /// `BENCH_SCALE_ONLY=1`: the scale table and the curve only.
+    ScaleOnly,
 }
 
 impl Run {
@@ -100,6 +103,7 @@ impl Run {
             Run::Full => "",
             Run::Quick => " (BENCH_QUICK=1: a smoke run, sizes not meaningful)",
             Run::RoundsOnly => " (BENCH_ROUNDS_ONLY=1: the alternating rounds only)",
+            Run::ScaleOnly => " (BENCH_SCALE_ONLY=1: the scale table and the curve only)",
         }
     }
 }
@@ -856,11 +860,26 @@ async fn main() {
     let (s, run) = Sizes::from_env();
     let client = common::client().await;
     let run_label = format!("podset.dev/bench={}", std::process::id());
+    let mut tables = Vec::new();
+    if run != Run::ScaleOnly {
+        tables.extend(rounds_tables(&client, &s, &run_label).await);
+    }
+    if run != Run::RoundsOnly {
+        // The scale table and the curve start operators of their own.
+        tables.push((scale(&client, &s, &run_label).await, "reference"));
+        tables.push((curve(&client, &s, &run_label).await, "ReplicaSet controller"));
+    }
+    report(&client, run, &tables).await;
+}
+
+/// The alternating rounds and what is measured beside them, as tables; the operators
+/// they ran are stopped on return.
+async fn rounds_tables(client: &Client, s: &Sizes, run_label: &str) -> Vec<(Table, &'static str)> {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("podset.wasm");
     let (good, canary) = (common::read_policy("podset.wasm"), common::read_policy("fixtures/canary.wasm"));
     std::fs::write(&file, &good).expect("policy file");
-    let op = common::Operator::spawn_shard("bench", &run_label, &[&file], &common::kubeconfig_path(), &[]);
+    let op = common::Operator::spawn_shard("bench", run_label, &[&file], &common::kubeconfig_path(), &[]);
     // The same operator build, with guest-podset's decision linked in natively
     // (`--features native-podset`), serving namespaces of its own.
     let native_label = format!("podset.dev/bench-native={}", std::process::id());
@@ -874,25 +893,17 @@ async fn main() {
     op.ready().await;
     native_op.ready().await;
     let idle_rss = rss(op.pid());
-    let mut c = Contenders { op, native_op, run_label, native_label, file, good, canary };
+    let mut c = Contenders { op, native_op, run_label: run_label.to_string(), native_label, file, good, canary };
 
-    let rounds = alternating_rounds(&client, &s, &mut c).await;
+    let rounds = alternating_rounds(client, s, &mut c).await;
     let by = &rounds.by;
     let (peer, ours, native, shadowed) =
         (&by[&Who::ReplicaSet], &by[&Who::Wasm], &by[&Who::Native], &by[&Who::Shadowed]);
-    let t1 = versus_replicasets(&s, peer, ours, &rounds.default_rate);
-    let tn = native_vs_wasm(&s, native, ours);
-    let ts = with_a_shadow(&s, ours, shadowed);
-    let t2 = operator_at_size(&s, &c, &rounds, idle_rss).await;
-    let mut tables = vec![(t1, "ReplicaSet controller"), (tn, "native"), (ts, "no shadow"), (t2, "reference")];
-    if run != Run::RoundsOnly {
-        // The scale table and the curve start operators of their own.
-        let run_label = c.run_label.clone();
-        drop(c);
-        tables.push((scale(&client, &s, &run_label).await, "reference"));
-        tables.push((curve(&client, &s, &run_label).await, "ReplicaSet controller"));
-    }
-    report(&client, run, &tables).await;
+    let t1 = versus_replicasets(s, peer, ours, &rounds.default_rate);
+    let tn = native_vs_wasm(s, native, ours);
+    let ts = with_a_shadow(s, ours, shadowed);
+    let t2 = operator_at_size(s, &c, &rounds, idle_rss).await;
+    vec![(t1, "ReplicaSet controller"), (tn, "native"), (ts, "no shadow"), (t2, "reference")]
 }
 
 /// The alternating rounds of the four contenders (the peer, the operator, its native
@@ -1402,6 +1413,8 @@ async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
         s.curve.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
     ));
     let policy = common::policy_dir().join("podset.wasm");
+    // The peer at the rate the rounds give it (`BENCH_SCALE_ONLY` runs no rounds first).
+    kcm_rate(1000, 1000);
     for &n in s.curve {
         let op = common::Operator::spawn_shard("bench-curve", label, &[&policy], &common::kubeconfig_path(), &[]);
         op.ready().await;
