@@ -35,17 +35,27 @@ const LOADING_RETRY: Duration = Duration::from_secs(1);
 const BEHIND_RETRY: Duration = Duration::from_millis(50);
 
 /// One reconcile of one parent.
+///
+/// Every parent due waits here for its turn at once (1000 after a burst of creates), so
+/// the wait holds only its two arguments: the rest of the reconcile (5240 bytes as a
+/// future in a debug build, its key, its span) is made once the turn is taken. Held
+/// inline, it took the operator's RSS at 1000 PodSets × 5 from 55.5 to 69.4 MiB in
+/// `make bench`; boxed after the turn, to 60.2 MiB.
 pub async fn reconcile(parent: Arc<Object>, kc: Arc<KindContext>) -> Result<Action> {
+    // The semaphore is never closed: `ok()` only keeps the permit to the end.
+    let _turn = tokio::select! {
+        turn = kc.turns.acquire() => turn.ok(),
+        () = kc.stop.cancelled() => return Ok(Action::await_change()),
+    };
+    Box::pin(in_turn(parent, kc.as_ref())).await
+}
+
+async fn in_turn(parent: Arc<Object>, kc: &KindContext) -> Result<Action> {
     let key = ObjectRef::from_obj_with(parent.as_ref(), kc.kind.resource.clone());
     let span = info_span!("reconcile", kind = %kc.kind.resource.kind, object = %format!("{}/{}", parent.namespace().unwrap_or_default(), parent.name_any()));
     async move {
-        // The semaphore is never closed: `ok()` only keeps the permit to the end.
-        let _turn = tokio::select! {
-            turn = kc.turns.acquire() => turn.ok(),
-            () = kc.stop.cancelled() => return Ok(Action::await_change()),
-        };
         let started = Instant::now();
-        let result = reconcile_inner(&key, &kc).await;
+        let result = reconcile_inner(&key, kc).await;
         kc.ctx.metrics.reconciled(started.elapsed());
         if result.is_ok() {
             kc.ctx.failures.lock().remove(&key);
@@ -213,4 +223,24 @@ pub fn error_policy(parent: Arc<Object>, error: &Error, kc: Arc<KindContext>) ->
     let delay = BACKOFF_BASE.saturating_mul(1u32 << attempts.saturating_sub(1).min(16)).min(BACKOFF_MAX);
     warn!(kind = %kc.kind.resource.kind, object = %format!("{}/{}", parent.namespace().unwrap_or_default(), parent.name_any()), attempts, retry_in = ?delay, "reconcile failed: {error}");
     Action::requeue(delay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn future_size<F, Fut>(_: F) -> usize
+    where
+        F: Fn(Arc<Object>, Arc<KindContext>) -> Fut,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// Every parent due waits for its turn at once, as a future of this size: see
+    /// [`reconcile`].
+    #[test]
+    fn a_reconcile_waiting_for_its_turn_holds_no_more_than_its_arguments_and_the_wait() {
+        let size = future_size(reconcile);
+        assert!(size <= 1024, "a waiting reconcile holds {size} bytes");
+    }
 }
