@@ -397,17 +397,11 @@ async fn pods_ready(client: &Client, ns: &str, n: usize, since: Instant) -> Hash
 /// are gone. A list every 200 ms, between the phases, where nothing is measured.
 async fn pods_gone(client: &Client, ns: &str, n: usize) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let deadline = Instant::now() + T;
-    loop {
-        let left = pods.list_metadata(&Default::default()).await.map(|l| l.items.len());
-        match left {
-            Ok(left) if left <= n => return,
-            Ok(left) if Instant::now() > deadline => panic!("{left} pods of {ns} after {T:?}, not {n}"),
-            Ok(_) => {}
-            Err(e) => eprintln!("listing the pods of {ns}: {e}; again"),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    common::eventually_ok(&format!("no more than {n} pods in {ns}"), T, || async {
+        let left = pods.list_metadata(&Default::default()).await.map_err(|e| e.to_string())?.items.len();
+        if left <= n { Ok(()) } else { Err(format!("{left} pods left")) }
+    })
+    .await;
 }
 
 /// Watches `api` until `n` of its objects have met `done`; each one's first time from
