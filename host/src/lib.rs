@@ -12,12 +12,14 @@
 //! - [`kubernetes`]: client, caches, watches, access checks, Events; [`sandbox`]: loads
 //!   policy components and runs decisions within limits; [`oci`]: registries
 //! - [`contract`]: the bindings of `wit/` and what a policy declares; [`signature`]
-//! - [`crd`], [`metrics`], [`conditions`]: the operator's resources and what it reports
+//! - [`crd`], [`metrics`], [`conditions`]: the operator's resources and what it reports;
+//!   [`heap`]: gives memory freed in bulk back to the system
 
 pub mod author;
 pub mod conditions;
 pub mod contract;
 pub mod crd;
+pub mod heap;
 pub mod kubernetes;
 pub mod metrics;
 pub mod oci;

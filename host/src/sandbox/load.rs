@@ -5,9 +5,10 @@ use std::sync::{Arc, Weak};
 use super::error::chain;
 
 use super::engine::{Policy, PolicyEngine, World};
-use super::{Digest, Error, Result, heap, inspect};
+use super::{Digest, Error, Result, inspect};
 use crate::contract::bindings::{PodsetPolicyPre, ReconcilePolicyPre, contract_version, interface_name};
 use crate::contract::declarations;
+use crate::heap;
 
 impl PolicyEngine {
     /// Checks and compiles a module, or returns the already compiled one with the same

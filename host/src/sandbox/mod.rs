@@ -13,7 +13,6 @@ mod decision;
 mod digest;
 mod engine;
 mod error;
-mod heap;
 pub mod inspect;
 mod instance;
 mod limits;

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! main → operator, author, reference → sources → reconcile → registry, scenario
-//!      → kubernetes, sandbox, oci → contract, signature → crd, metrics, conditions
+//!      → kubernetes, sandbox, oci → contract, signature → crd, metrics, conditions, heap
 //! ```
 //!
 //! This test reads every file under `host/src` with `syn`, resolves each path that
@@ -26,7 +26,7 @@ const FLOORS: &[&[&str]] = &[
     &["registry", "scenario"],
     &["kubernetes", "sandbox", "oci"],
     &["contract", "signature"],
-    &["crd", "metrics", "conditions"],
+    &["crd", "metrics", "conditions", "heap"],
 ];
 
 type Module = Vec<String>;

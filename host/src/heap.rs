@@ -1,0 +1,19 @@
+//! Gives memory freed in bulk back to the system: after a compilation, and after a
+//! burst of reconciles has drained.
+//!
+//! glibc's allocator keeps freed memory that is not at the top of a heap. Compiling a
+//! component allocates a few MiB that are freed when it is done, so each loaded policy
+//! left ~2 MiB more resident than it uses. Measured on an idle operator (one policy
+//! against three, `/proc/PID/smaps`): 28.2 against 34.2 MiB before `malloc_trim`,
+//! 26.8 against 29.9 MiB after.
+
+/// Returns the free pages of every malloc arena to the system. Costs a walk of the
+/// allocator's free lists: for after a burst of work, not for a hot path.
+pub fn release_freed() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` has no preconditions; it only releases pages the
+    // allocator holds free.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
