@@ -43,6 +43,7 @@ const BEHIND_RETRY: Duration = Duration::from_millis(50);
 /// RSS at 1000 PodSets × 5 from 55.5 to 69.4 MiB in `make bench`; boxed after the turn,
 /// to 60.2 and 59.0 MiB in the next two runs.
 pub async fn reconcile(parent: Arc<Object>, kc: Arc<KindContext>) -> Result<Action> {
+    let _in_flight = kc.in_flight.start();
     // The semaphore is never closed: `ok()` only keeps the permit to the end.
     let _turn = tokio::select! {
         turn = kc.turns.acquire() => turn.ok(),

@@ -10,6 +10,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::burst::InFlight;
 use super::context::Context;
 use crate::kubernetes::cache::{CacheHealth, Caches};
 use crate::kubernetes::object::Object;
@@ -25,6 +26,9 @@ pub struct KindContext {
     /// Cancelled when this kind's controller stops: a reconcile still waiting for its
     /// turn then gives it up, so that the stop does not wait for every queued parent.
     pub stop: CancellationToken,
+    /// Reconciles of this kind started and not finished: the heap is given back when a
+    /// burst of them has drained.
+    pub in_flight: InFlight,
 }
 
 impl KindContext {
@@ -46,7 +50,7 @@ impl KindContext {
             n => usize::from(n),
         };
         let turns = Semaphore::new(turns);
-        KindContext { ctx, kind, turns, stop }
+        KindContext { ctx, kind, turns, stop, in_flight: InFlight::default() }
     }
 }
 

@@ -11,6 +11,7 @@
 //! [`controller`] runs one kube-runtime controller per parent kind served;
 //! [`expectations`] remember what was asked of the API server and not yet seen.
 
+pub mod burst;
 pub mod check;
 pub mod context;
 pub mod controller;
