@@ -41,7 +41,8 @@ const BEHIND_RETRY: Duration = Duration::from_millis(50);
 /// arguments: the rest of the reconcile (5240 bytes as a future in a debug build, its
 /// key, its span) is made once the turn is taken. Held inline, it took the operator's
 /// RSS at 1000 PodSets × 5 from 55.5 to 69.4 MiB in `make bench`; boxed after the turn,
-/// to 60.2 and 59.0 MiB in the next two runs.
+/// to 60.2 and 59.0 MiB in the next two runs. Once the last of such a burst is done,
+/// the heap is given back ([`burst`](super::burst)).
 pub async fn reconcile(parent: Arc<Object>, kc: Arc<KindContext>) -> Result<Action> {
     let _in_flight = kc.in_flight.start();
     // The semaphore is never closed: `ok()` only keeps the permit to the end.
