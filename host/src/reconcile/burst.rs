@@ -10,6 +10,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::heap;
+
 /// Reconciles in flight at once, at least, for their end to count as a burst's.
 /// `--concurrency` is 8 by default: a parent due while the turns are taken and the
 /// next few are ordinary work.
@@ -35,13 +37,13 @@ impl InFlight {
         self.peak.fetch_max(now, Ordering::Relaxed);
     }
 
-    /// One fewer in flight; whether it was the last of a burst.
-    fn leave(&self) -> bool {
+    /// One fewer in flight; if it was the last of a burst, the most that were in flight.
+    fn leave(&self) -> Option<usize> {
         if self.now.fetch_sub(1, Ordering::Relaxed) != 1 {
-            return false;
+            return None;
         }
         // A reconcile started meanwhile only makes the next peak one lower.
-        self.peak.swap(0, Ordering::Relaxed) >= BURST
+        Some(self.peak.swap(0, Ordering::Relaxed)).filter(|peak| *peak >= BURST)
     }
 }
 
@@ -51,10 +53,21 @@ pub struct Started<'a>(&'a InFlight);
 
 impl Drop for Started<'_> {
     fn drop(&mut self) {
-        if self.0.leave()
+        if let Some(peak) = self.0.leave()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
-            runtime.spawn_blocking(crate::heap::release_freed);
+            runtime.spawn_blocking(move || {
+                let before = heap::resident_bytes();
+                heap::release_freed();
+                let after = heap::resident_bytes();
+                let mib = |b: Option<u64>| b.map_or(f64::NAN, |b| b as f64 / (1 << 20) as f64);
+                tracing::debug!(
+                    peak,
+                    "heap given back after a burst: resident {:.1} → {:.1} MiB",
+                    mib(before),
+                    mib(after)
+                );
+            });
         }
     }
 }
@@ -63,30 +76,28 @@ impl Drop for Started<'_> {
 mod tests {
     use super::*;
 
-    /// Enters `n`, then leaves them: whether each leave ended a burst.
-    fn wave(flight: &InFlight, n: usize) -> Vec<bool> {
+    /// Enters `n`, then leaves them: the bursts the leaves ended, by their peak.
+    fn wave(flight: &InFlight, n: usize) -> Vec<usize> {
         (0..n).for_each(|_| flight.enter());
-        (0..n).map(|_| flight.leave()).collect()
+        (0..n).filter_map(|_| flight.leave()).collect()
     }
 
     #[test]
     fn the_last_of_a_burst_ends_it_and_ordinary_work_does_not() {
         let flight = InFlight::default();
-        let ended = wave(&flight, BURST);
-        assert_eq!(ended.iter().filter(|e| **e).count(), 1, "one end for one burst");
-        assert_eq!(ended.last(), Some(&true), "the last of {BURST} in flight ends it");
+        assert_eq!(wave(&flight, BURST + 3), [BURST + 3], "one end for one burst, with its peak");
         // The peak starts again from nothing: fewer at once are ordinary work.
-        assert!(!wave(&flight, BURST - 1).contains(&true), "{} at once are not a burst", BURST - 1);
-        assert!(!wave(&flight, 1).contains(&true));
+        assert!(wave(&flight, BURST - 1).is_empty(), "{} at once are not a burst", BURST - 1);
+        assert!(wave(&flight, 1).is_empty());
     }
 
     #[test]
     fn a_burst_that_drains_while_others_start_ends_once_they_are_done() {
         let flight = InFlight::default();
         (0..BURST).for_each(|_| flight.enter());
-        (0..BURST - 1).for_each(|_| assert!(!flight.leave()));
+        (0..BURST - 1).for_each(|_| assert_eq!(flight.leave(), None));
         flight.enter();
-        assert!(!flight.leave(), "one is still in flight");
-        assert!(flight.leave(), "the burst's peak was kept until none was in flight");
+        assert_eq!(flight.leave(), None, "one is still in flight");
+        assert_eq!(flight.leave(), Some(BURST), "the burst's peak was kept until none was in flight");
     }
 }
