@@ -628,15 +628,9 @@ fn lowest_first(values: impl Iterator<Item = f64>) -> Vec<f64> {
     v
 }
 
-/// Resident memory of `pid` from /proc, in MiB.
+/// Resident memory of `pid` from /proc, in MiB (0 if it cannot be read).
 fn rss(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        / 1024.0
+    podset_host::heap::resident_bytes(Some(pid)).map_or(0.0, |b| b as f64 / f64::from(1 << 20))
 }
 
 /// CPU seconds `pid` has used (user + system).

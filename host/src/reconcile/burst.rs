@@ -57,9 +57,9 @@ impl Drop for Started<'_> {
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             runtime.spawn_blocking(move || {
-                let before = heap::resident_bytes();
+                let before = heap::resident_bytes(None);
                 heap::release_freed();
-                let after = heap::resident_bytes();
+                let after = heap::resident_bytes(None);
                 let mib = |b: Option<u64>| b.map_or(f64::NAN, |b| b as f64 / (1 << 20) as f64);
                 tracing::debug!(
                     peak,
