@@ -9,8 +9,14 @@ use kube::core::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// API group of every resource here.
-pub const GROUP: &str = "app.example.com";
+/// The operator's own API group: ReconcilePolicy, and the labels, annotations and
+/// finalizers the host writes. The project's domain (the node simulator's `podset.dev/…`
+/// labels use it too), not a sample's.
+pub const GROUP: &str = "podset.dev";
+
+/// The PodSet sample's group, kept from the operator-sdk tutorial the project began from
+/// (as Memcached keeps `cache.example.com`).
+pub const PODSET_GROUP: &str = "app.example.com";
 
 /// A set of identical pods kept at `spec.replicas` by a reconcile policy.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -90,7 +96,7 @@ pub struct PodSetStatus {
 /// it (`spec.policyRef.name`) or that its `spec.selector` matches.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
-    group = "app.example.com",
+    group = "podset.dev",
     version = "v1alpha1",
     kind = "ReconcilePolicy",
     namespaced,

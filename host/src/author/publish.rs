@@ -48,8 +48,8 @@ async fn push(
     let annotations = std::collections::BTreeMap::from([
         ("org.opencontainers.image.title".to_string(), info.name.clone()),
         ("org.opencontainers.image.version".to_string(), info.version.clone()),
-        ("app.example.com/policy-contract".to_string(), info.contract.clone()),
-        ("app.example.com/policy-kind".to_string(), kind_name(&to_gvk(&policy.declarations().parent))),
+        (format!("{}/policy-contract", crate::crd::GROUP), info.contract.clone()),
+        (format!("{}/policy-kind", crate::crd::GROUP), kind_name(&to_gvk(&policy.declarations().parent))),
     ]);
     let built = oci::artifact::build(bytes, policy.imports(), &exports, annotations);
     let digest = session.push_artifact(&r, built).await?;

@@ -15,7 +15,7 @@ pub struct Invalid(pub String);
 
 /// The PodSet fast path reconciles PodSets and their pods, nothing else.
 pub fn podset_kind() -> GroupVersionKind {
-    GroupVersionKind::gvk(crate::crd::GROUP, "v1alpha1", "PodSet")
+    GroupVersionKind::gvk(crate::crd::PODSET_GROUP, "v1alpha1", "PodSet")
 }
 
 pub fn pod_kind() -> GroupVersionKind {

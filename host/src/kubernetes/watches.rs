@@ -26,7 +26,7 @@ use crate::contract::declarations::{matches, related_selector};
 
 /// The label the host puts on every child it creates, so that child watches list
 /// only the host's children, not every object of the kind in the cluster.
-pub const MANAGED_BY_LABEL: &str = "app.example.com/managed-by";
+pub const MANAGED_BY_LABEL: &str = "podset.dev/managed-by";
 pub const MANAGED_BY: &str = "podset-host";
 
 /// Which objects of a kind a watch holds.

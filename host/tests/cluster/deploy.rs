@@ -297,7 +297,7 @@ async fn unreachable_image_policy(client: &kube::Client, ns: &str, pods: &Api<Po
     let registry = common::cluster_env("REGISTRY").expect("the cluster's env names its REGISTRY");
     let module = std::fs::read(common::policy_dir().join("podset.wasm")).expect("podset.wasm");
     let rp = serde_json::json!({
-        "apiVersion": "app.example.com/v1alpha1", "kind": "ReconcilePolicy", "metadata": {"name": "from-registry"},
+        "apiVersion": "podset.dev/v1alpha1", "kind": "ReconcilePolicy", "metadata": {"name": "from-registry"},
         "spec": {"image": format!("{registry}/policies/podset:v1"), "sha256": podset_host::sandbox::Digest::of(&module).to_string(),
                  "selector": {"matchLabels": {"nobody": "selects-this"}}},
     });

@@ -37,7 +37,7 @@ fn pin(path: &Path) -> String {
 async fn apply_rp(client: &Client, ns: &str, name: &str, spec: serde_json::Value) {
     let rps: Api<ReconcilePolicy> = Api::namespaced(client.clone(), ns);
     let rp = serde_json::json!({
-        "apiVersion": "app.example.com/v1alpha1", "kind": "ReconcilePolicy",
+        "apiVersion": "podset.dev/v1alpha1", "kind": "ReconcilePolicy",
         "metadata": {"name": name}, "spec": spec,
     });
     rps.patch(name, &PatchParams::apply("registry-tests").force(), &Patch::Apply(&rp))
