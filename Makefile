@@ -13,7 +13,7 @@ run: ## Run the operator with the default policy (embedded control plane unless 
 check: ## The fast checks without a cluster: fmt, clippy, import layers, unit, in-process and scenario tests
 	@hack/check.sh
 
-test: ## Build everything and run unit, policy and integration tests on a private control plane
+test: ## Everything: make check, then the integration tests and the fault suite on a private control plane
 	@hack/test.sh
 
 image: ## Build the operator's image as an OCI archive (target/images/podset-host.oci.tar); push it to the embedded registry when it runs
@@ -36,8 +36,7 @@ bench: ## Benchmark the policy sandbox and the operator; prints tables
 	@hack/bench.sh
 
 lint: ## cargo fmt --check and clippy -D warnings
-	@cargo fmt --all -- --check
-	@cargo clippy --workspace --all-targets --features podset-host/native-podset,podset-host/fault-suite,podset-host/cluster-tests,podset-node-sim/cluster-tests -- -D warnings
+	@hack/check.sh --lint
 
 docs: ## Regenerate docs/reference/{cli,metrics}.md from the binary (a test fails when they drift)
 	@cargo run -q -p podset-host -- reference cli > docs/reference/cli.md

@@ -393,7 +393,7 @@ build_node_sim() {
   if [ "${SIM_NODE:-1}" != 0 ]; then
     command -v cargo >/dev/null || die "cargo not found (needed to build the node simulator; SIM_NODE=0 skips it)"
     log "building the node simulator (cargo may first wait for another build's lock)"
-    (cd "$ROOT" && cargo build -q -p podset-node-sim) || die "building podset-node-sim failed"
+    (cd "$ROOT" && build_binaries) || die "building podset-node-sim failed"
     local target="${CARGO_TARGET_DIR:-$ROOT/target}"
     case "$target" in /*) ;; *) target="$ROOT/$target" ;; esac
     SIM_BIN="$target/debug/podset-node-sim"
@@ -635,7 +635,7 @@ cmd_up() {
   up_already && return 0
   local t0=$SECONDS
   command -v setsid >/dev/null || die "setsid (util-linux) is required"
-  apt_install openssl curl iproute2 docker-registry apache2-utils
+  apt_install "${CLUSTER_PACKAGES[@]}"
   find_binaries
   [ "${REAL_NODE:-1}" = 0 ] || node_check
   build_node_sim

@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
-# Installs what every entry point needs on a fresh Debian machine. Idempotent: a
-# no-op (no apt-get update) when everything is there.
+# Installs, in one apt-get step (one `apt-get update`), every Debian package an entry
+# point needs on a fresh machine:
+#   hack/deps.sh check     the checks without a cluster (the wasm32 toolchain)
+#   hack/deps.sh cluster   and the embedded control plane, its real node and images
+# Idempotent: a no-op (no apt-get update) when everything is there. The scripts that use
+# a package still ask for it, so each works alone too.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 command -v cargo >/dev/null || die "no Rust toolchain (cargo) on PATH: install rustup from https://rustup.rs"
-apt_install curl openssl ca-certificates python3
+packages=("${BASE_PACKAGES[@]}")
+rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown || packages+=("${WASM_PACKAGES[@]}")
+case "${1:-check}" in
+  check) ;;
+  cluster)
+    packages+=("${CLUSTER_PACKAGES[@]}" "${NODE_PACKAGES[@]}" "${IMAGE_PACKAGES[@]}")
+    command -v go >/dev/null || packages+=(golang-go)
+    ;;
+  *) die "usage: $0 [check | cluster]" ;;
+esac
+apt_install "${packages[@]}"
 # kubectl: the embedded cluster brings its own, of its version (hack/k8s-binaries.sh);
 # with a cluster of your own, the kubectl you use for it.

@@ -6,8 +6,9 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-hack/deps.sh
-cargo build -p podset-host --features native-podset --tests
+export PODSET_BUILD=test
+hack/deps.sh cluster
+build_binaries
 hack/policy.sh
 
 test_cluster "$ROOT/.cluster-fuzz"
@@ -17,4 +18,4 @@ if [ -n "${FAULT_SEED:-}" ]; then
 else
   log "sequences: $SEQUENCE_SEEDS new seeds"
 fi
-cargo test -p podset-host --features native-podset,cluster-tests --test cluster -- sequences:: --nocapture
+cargo test --workspace --features "$TEST_FEATURES" --test cluster -- sequences:: --nocapture

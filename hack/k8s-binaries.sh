@@ -2,7 +2,8 @@
 # Locate (or build once and cache) etcd and the Kubernetes binaries: kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet and kubectl.
 # Prints one NAME=path line each: ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER,
-# KUBE_SCHEDULER, KUBELET, KUBECTL.
+# KUBE_SCHEDULER, KUBELET, KUBECTL. With --cached, builds nothing and exits non-zero
+# when something is missing.
 #
 # Order of preference for the server binaries (envtest conventions first, so users
 # with envtest assets or a distro install never build anything):
@@ -52,9 +53,15 @@ go_build() {
   # cache keeps the sources, checked against the committed go.sum.
   local gocache="$CACHE_DIR/go-build"
   log "go build in ${mod#"$ROOT"/}: ${*##*/} (log: $CACHE_DIR/${out##*/}.build.log)"
+  # go build prints nothing for minutes: a line every 30 s says it is still at work.
+  local t0=$SECONDS
+  (while sleep 30; do log "still building ${out##*/}: $((SECONDS - t0)) s"; done) &
+  local ticker=$! rc=0
   (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE="$gocache" \
-    go build -trimpath -ldflags "$ldflags" -o "$tmp/" "$@") >"$CACHE_DIR/${out##*/}.build.log" 2>&1 \
-    || { tail -40 "$CACHE_DIR/${out##*/}.build.log" >&2; die "go build in $mod failed (full log: $CACHE_DIR/${out##*/}.build.log)"; }
+    go build -trimpath -ldflags "$ldflags" -o "$tmp/" "$@") >"$CACHE_DIR/${out##*/}.build.log" 2>&1 || rc=$?
+  kill "$ticker" 2>/dev/null || true
+  wait "$ticker" 2>/dev/null || true
+  [ "$rc" = 0 ] || { tail -40 "$CACHE_DIR/${out##*/}.build.log" >&2; die "go build in $mod failed (full log: $CACHE_DIR/${out##*/}.build.log)"; }
   rm -rf "$out" && mv "$tmp" "$out"
 }
 
@@ -114,6 +121,12 @@ have_k8s() {
 }
 etcd_if_missing() { find_bin etcd TEST_ASSET_ETCD "$ETCD_CACHE" >/dev/null || build_etcd; }
 k8s_if_missing() { have_k8s || build_kubernetes; }
+
+# --cached: only say (by the exit code) whether everything is there, building nothing.
+if [ "${1:-}" = --cached ]; then
+  find_bin etcd TEST_ASSET_ETCD "$ETCD_CACHE" >/dev/null && have_k8s
+  exit
+fi
 
 etcd=$(find_bin etcd TEST_ASSET_ETCD "$ETCD_CACHE") || {
   build_locked etcd_if_missing

@@ -7,6 +7,25 @@ CACHE_DIR="${PODSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/podset-host}"
 K8S_VERSION=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { sub(/^v/, "", $2); print $2; exit }' "$ROOT/hack/k8s/go.mod")
 ETCD_VERSION=$(awk '$1 == "go.etcd.io/etcd/server/v3" && $2 ~ /^v3\./ { sub(/^v/, "", $2); print $2; exit }' "$ROOT/hack/etcd/go.mod")
 
+# The one build that `make check`, `make test`, `make lint` and `make fuzz-cluster` share: every
+# crate and target of the workspace with every test feature, so that each crate compiles
+# once per target (a second feature set recompiles the host and whatever depends on it).
+TEST_FEATURES=podset-host/native-podset,podset-host/fault-suite,podset-host/cluster-tests,podset-node-sim/cluster-tests
+
+# The Debian packages each part needs, named once: the part's script asks for its own
+# (apt_install is a no-op when they are there), and hack/deps.sh installs what an entry
+# point needs in one apt-get step first.
+BASE_PACKAGES=(curl openssl ca-certificates python3)
+# Debian's rustc-web builds std for wasm32, when rustup has no wasm32 target (hack/policy.sh).
+WASM_PACKAGES=(rustc-web cargo-web rust-web-src lld)
+# The control plane's registry and credentials (hack/cluster.sh).
+CLUSTER_PACKAGES=(openssl curl iproute2 docker-registry apache2-utils)
+# The real node (hack/node.sh).
+NODE_PACKAGES=(containerd runc containernetworking-plugins iproute2 iptables gcc libc6-dev)
+# The node's images, built from Debian's binaries (hack/images.sh), and skopeo, which
+# pushes them and copies tags in the registry tests.
+IMAGE_PACKAGES=(busybox-static memcached iperf3 gcc libc6-dev skopeo)
+
 log() { printf '\033[1m[%s]\033[0m %s\n' "${0##*/}" "$*" >&2; }
 die() { printf '\033[31m[%s] error:\033[0m %s\n' "${0##*/}" "$*" >&2; exit 1; }
 
@@ -66,4 +85,52 @@ test_cluster() {
   export PATH="$CLUSTER_DIR/bin:$PATH"
   export PODSET_TEST_KUBECONFIG="$CLUSTER_DIR/kubeconfig"
   export PODSET_POLICY_DIR="$ROOT/target/policy"
+}
+
+# build_binaries: the operator and the node simulator, as the caller needs them. Under
+# `make check`/`make test` (PODSET_BUILD=test) the shared test build, of which they are
+# part; otherwise (`make run`, `make cluster-up`) only the two binaries, in one cargo
+# invocation so that their dependencies' features unify once. A no-op when up to date.
+build_binaries() {
+  if [ "${PODSET_BUILD:-}" = test ]; then
+    cargo build -q --workspace --all-targets --features "$TEST_FEATURES"
+  else
+    cargo build -q -p podset-host -p podset-node-sim --bins
+  fi
+}
+
+# Phase times: `phase NAME` ends the phase running (if any) and starts NAME; `phase_end`
+# ends it. Each ended phase appends "SECONDS NAME" to $PHASE_LOG (when set: `make test`
+# sets it and prints the table at the end, so that a regression of a cold phase shows in
+# every run's output rather than in a timed test).
+phase() {
+  phase_end
+  _PHASE_NAME=$1
+  _PHASE_START=$(date +%s)
+  log "$1"
+}
+phase_end() {
+  if [ -n "${_PHASE_NAME:-}" ] && [ -n "${PHASE_LOG:-}" ]; then
+    printf '%s %s\n' "$(($(date +%s) - _PHASE_START))" "$_PHASE_NAME" >>"$PHASE_LOG"
+  fi
+  _PHASE_NAME=""
+}
+phase_report() { # prints the phases of $PHASE_LOG as a table, longest first
+  [ -s "${PHASE_LOG:-}" ] || return 0
+  printf '\n%8s  %s\n' "seconds" "phase"
+  sort -rn "$PHASE_LOG" | awk '{ t += $1; n = $1; $1 = ""; printf "%8d %s\n", n, $0 } END { printf "%8d  total\n", t }'
+}
+
+# test_targets_except NAME...: `--test T` for every integration-test target of the
+# workspace's members but NAME..., one a line (from cargo metadata: a new test file is
+# never left out).
+test_targets_except() {
+  cargo metadata -q --no-deps --format-version 1 | python3 -c '
+import json, sys
+skip = set(sys.argv[1:])
+names = sorted({t["name"] for p in json.load(sys.stdin)["packages"] for t in p["targets"]
+                if "test" in t["kind"] and t["name"] not in skip})
+for n in names:
+    print("--test"); print(n)
+' "$@"
 }

@@ -32,7 +32,7 @@ node_check() {
   [ "$(id -u)" = 0 ] || die "the real node needs root (containerd, runc, network namespaces); run as root"
   [ -d /sys/fs/cgroup/memory ] || [ -f /sys/fs/cgroup/cgroup.controllers ] || die "no cgroup filesystem at /sys/fs/cgroup: the real node cannot run containers here"
   grep -qw overlay /proc/filesystems || die "the kernel offers no overlay filesystem: containerd's overlayfs snapshotter cannot run here"
-  apt_install containerd runc containernetworking-plugins iproute2 iptables gcc libc6-dev
+  apt_install "${NODE_PACKAGES[@]}"
   [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] || die "the CNI bridge and host-local plugins are missing from /usr/lib/cni"
 }
 

@@ -32,7 +32,7 @@ if rustup target list --installed 2>/dev/null | grep -qx "$TARGET"; then
   CARGO=(cargo)
   BUILD_STD=()
 else
-  apt_install rustc-web cargo-web rust-web-src lld
+  apt_install "${WASM_PACKAGES[@]}"
   export RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=/usr/bin/wasm-ld
   # Debian's cargo must not pick rustup's rustc from PATH for build scripts and proc macros.
   export PATH="/usr/bin:$PATH"
@@ -43,8 +43,8 @@ fi
 # The component wrapper comes from the host binary (wit-component), built by the native toolchain.
 HOST_BIN="${PODSET_HOST_BIN:-$NATIVE_TARGET_DIR/debug/podset-host}"
 if [ ! -x "$HOST_BIN" ] || [ -n "$(find "$ROOT/host/src" "$ROOT/wit" -newer "$HOST_BIN" -print -quit 2>/dev/null)" ]; then
-  (cd "$ROOT" && env -u RUSTC -u RUSTC_BOOTSTRAP CARGO_TARGET_DIR="$NATIVE_TARGET_DIR" PATH="$HOME/.cargo/bin:$PATH" \
-      cargo build -q -p podset-host --bin podset-host) \
+  (cd "$ROOT" && unset RUSTC RUSTC_BOOTSTRAP && export CARGO_TARGET_DIR="$NATIVE_TARGET_DIR" PATH="$HOME/.cargo/bin:$PATH" \
+      && build_binaries) \
     || die "building podset-host (needed to make components) failed"
 fi
 

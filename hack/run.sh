@@ -2,26 +2,54 @@
 # `make run`: the operator in the foreground with the default policies, against the
 # cluster of KUBECONFIG when it answers (or USE_EXISTING_CLUSTER=true), otherwise
 # against the embedded control plane (.cluster/).
+#
+# A first run on a fresh machine installs packages and builds for several minutes: each
+# step says what it does and how long it took cold on 2 cores (docs/how-to/set-up.md has
+# the measured figures); a warm step takes seconds.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-hack/deps.sh
-cargo build -p podset-host --bin podset-host
-hack/policy.sh
-
-reachable() { kubectl version --request-timeout=5s >/dev/null 2>&1; }
+reachable() { command -v kubectl >/dev/null && kubectl version --request-timeout=5s >/dev/null 2>&1; }
 if [ "${USE_EXISTING_CLUSTER:-}" = true ]; then
   reachable || die "USE_EXISTING_CLUSTER=true but the cluster of KUBECONFIG=${KUBECONFIG:-~/.kube/config} does not answer"
-  log "using the existing cluster of KUBECONFIG=${KUBECONFIG:-~/.kube/config}"
+  embedded=""
 elif { [ -n "${KUBECONFIG:-}" ] || [ -f "$HOME/.kube/config" ]; } && reachable; then
-  log "using the cluster of KUBECONFIG=${KUBECONFIG:-~/.kube/config}"
+  embedded=""
 else
+  embedded=1
+fi
+
+# step N WHAT COLD: one line per step, with the cold estimate when it has not run before.
+steps=4
+step() { log "[$1/$steps] $2${3:+ (first time: $3)}"; }
+
+step 1 "Debian packages" "~1 min"
+hack/deps.sh ${embedded:+cluster}
+
+cold=""
+[ -x target/debug/podset-host ] && [ -x target/debug/podset-node-sim ] || cold="~6 min"
+step 2 "building the operator and the node simulator (debug)" "$cold"
+# cargo shows its own progress bar on a terminal.
+cargo build -p podset-host -p podset-node-sim --bins
+
+cold=""
+[ -f target/policy/podset.wasm ] || cold="~2 min, the wasm32 standard library included"
+step 3 "building the default policies (wasm32)" "$cold"
+hack/policy.sh
+
+if [ -n "$embedded" ]; then
+  cold=""
+  hack/k8s-binaries.sh --cached >/dev/null 2>&1 || cold="~7 min to build Kubernetes and etcd from Go modules, once per machine"
+  step 4 "starting the embedded control plane" "$cold"
   hack/cluster.sh up
   export KUBECONFIG="$ROOT/.cluster/kubeconfig" PATH="$ROOT/.cluster/bin:$PATH"
   log "embedded control plane: export KUBECONFIG=$KUBECONFIG PATH=$ROOT/.cluster/bin:\$PATH"
+else
+  step 4 "using the cluster of KUBECONFIG=${KUBECONFIG:-~/.kube/config}"
 fi
 
 kubectl apply --server-side --force-conflicts -f manifests/crd/
+log "serving: /metrics, /healthz and /readyz on ${METRICS_ADDR:-127.0.0.1:8080}"
 exec target/debug/podset-host run --policy target/policy/podset.wasm --policy target/policy/memcached.wasm \
   --policy target/policy/netperf.wasm "$@"
