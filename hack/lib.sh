@@ -35,27 +35,42 @@ as_root() {
 }
 
 # apt_install PKG... installs the Debian packages that are not installed yet.
-# A no-op (no apt-get update, no lock taken) when everything is present.
+# A no-op (no apt-get update, no lock taken) when everything is present. One install at
+# a time across the scripts (`make test` installs in the background while clippy runs):
+# a second caller waits for the first, then installs only what is still missing.
 apt_install() {
-  local missing=()
+  missing_packages "$@" || return 0
+  command -v apt-get >/dev/null || die "missing packages $* and no apt-get to install them"
+  local lock="${TMPDIR:-/tmp}/podset-host-apt.lock"
+  (
+    flock 9
+    missing_packages "$@" || exit 0
+    log "installing Debian packages: ${MISSING[*]}"
+    local t0=$SECONDS
+    as_root apt-get update -qq || die "apt-get update failed"
+    # Packages such as memcached start their service on install; the cluster runs its
+    # own copies, so no service is started (policy-rc.d says so, for the install only).
+    local guard=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null && as_root chmod +x /usr/sbin/policy-rc.d
+      guard=1
+    fi
+    local rc=0
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${MISSING[@]}" >/dev/null || rc=$?
+    [ -z "$guard" ] || as_root rm -f /usr/sbin/policy-rc.d
+    [ "$rc" = 0 ] || die "apt-get install ${MISSING[*]} failed"
+    log "installed ${#MISSING[@]} packages in $((SECONDS - t0)) s"
+  ) 9>"$lock"
+}
+
+# missing_packages PKG...: sets MISSING to those not installed; fails when none is missing.
+missing_packages() {
+  MISSING=()
+  local p
   for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || MISSING+=("$p")
   done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  command -v apt-get >/dev/null || die "missing packages ${missing[*]} and no apt-get to install them"
-  log "installing Debian packages: ${missing[*]}"
-  as_root apt-get update -qq || die "apt-get update failed"
-  # Packages such as memcached start their service on install; the cluster runs its
-  # own copies, so no service is started (policy-rc.d says so, for the install only).
-  local guard=""
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null && as_root chmod +x /usr/sbin/policy-rc.d
-    guard=1
-  fi
-  local rc=0
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || rc=$?
-  [ -z "$guard" ] || as_root rm -f /usr/sbin/policy-rc.d
-  [ "$rc" = 0 ] || die "apt-get install ${missing[*]} failed"
+  [ ${#MISSING[@]} -gt 0 ]
 }
 
 # Ensure deb-src entries exist for the suites already configured for binaries
@@ -105,7 +120,7 @@ build_binaries() {
 # every run's output rather than in a timed test).
 phase() {
   phase_end
-  _PHASE_NAME=$1
+  _PHASE_NAME="${PHASE_PREFIX:-}$1"
   _PHASE_START=$(date +%s)
   log "$1"
 }
@@ -118,7 +133,8 @@ phase_end() {
 phase_report() { # prints the phases of $PHASE_LOG as a table, longest first
   [ -s "${PHASE_LOG:-}" ] || return 0
   printf '\n%8s  %s\n' "seconds" "phase"
-  sort -rn "$PHASE_LOG" | awk '{ t += $1; n = $1; $1 = ""; printf "%8d %s\n", n, $0 } END { printf "%8d  total\n", t }'
+  sort -rn "$PHASE_LOG" | awk '{ n = $1; if ($2 != "background:") t += n; $1 = ""; printf "%8d %s\n", n, $0 }
+    END { printf "%8d  total, the background (beside the integration tests) left out\n", t }'
 }
 
 # test_targets_except NAME...: `--test T` for every integration-test target of the
