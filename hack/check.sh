@@ -36,7 +36,6 @@ doc_links() {
 }
 
 tests() {
-  hack/deps.sh check
   # Only what the checks run (the operator binary comes with the in-process tests); `make
   # test` builds the other test targets with the same features, so nothing compiles twice.
   local unit=(--workspace --features "$TEST_FEATURES" --lib --bins --test in_process)
@@ -44,6 +43,7 @@ tests() {
   cargo test -q --no-run "${unit[@]}"
 
   phase "policies and the hostile fixtures (wasm32)"
+  hack/deps.sh check
   hack/policy.sh --fixtures >/dev/null
 
   phase "unit tests, import layers, in-process tests"
