@@ -59,7 +59,10 @@ go_build() {
   local ticker=$! rc=0
   (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE="$gocache" \
     go build -trimpath -ldflags "$ldflags" -o "$tmp/" "$@") >"$CACHE_DIR/${out##*/}.build.log" 2>&1 || rc=$?
+  # The ticker handles the TERM only once its sleep returns: end that sleep too, or the
+  # wait below lasts up to 30 s.
   kill "$ticker" 2>/dev/null || true
+  pkill -P "$ticker" sleep 2>/dev/null || true
   wait "$ticker" 2>/dev/null || true
   [ "$rc" = 0 ] || { tail -40 "$CACHE_DIR/${out##*/}.build.log" >&2; die "go build in $mod failed (full log: $CACHE_DIR/${out##*/}.build.log)"; }
   rm -rf "$out" && mv "$tmp" "$out"
