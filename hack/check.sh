@@ -40,6 +40,10 @@ tests() {
   # test` builds the other test targets with the same features, so nothing compiles twice.
   local unit=(--workspace --features "$TEST_FEATURES" --lib --bins --test in_process)
   phase "building the unit and in-process tests and the operator (native)"
+  # The binaries by name, so that cargo puts them in target/debug/ (a test build alone
+  # leaves the operator there stale, and hack/policy.sh would then build every target);
+  # a test target beside them keeps the tests' dependency features, so nothing rebuilds.
+  cargo build -q --workspace --features "$TEST_FEATURES" --bins --test in_process
   cargo test -q --no-run "${unit[@]}"
 
   phase "policies and the hostile fixtures (wasm32)"

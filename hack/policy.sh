@@ -48,6 +48,19 @@ if [ ! -x "$HOST_BIN" ] || [ -n "$(find "$ROOT/host/src" "$ROOT/wit" -newer "$HO
     || die "building podset-host (needed to make components) failed"
 fi
 
+# What a component of this workspace is made from, besides its own crate: the SDK, the
+# contract, the lock and profiles, and the host's componentize step.
+SHARED_INPUTS=("$ROOT/policy-sdk" "$ROOT/wit" "$ROOT/Cargo.lock" "$ROOT/Cargo.toml" "$ROOT/host/src/author/componentize.rs")
+
+# up_to_date OUTPUT INPUT...: OUTPUT exists and no input is newer. The fixtures are one crate
+# built once per feature, so cargo rebuilds each every time (32 s of a warm make check
+# went there); an output newer than all it is made from is kept instead.
+up_to_date() {
+  local out=$1
+  shift
+  [ -f "$out" ] && [ -z "$(find "$@" "${SHARED_INPUTS[@]}" -newer "$out" -print -quit 2>/dev/null)" ]
+}
+
 build() { # package features output-name [crate-dir]
   local pkg=$1 features=$2 name=$3 dir=${4:-$ROOT} core
   (cd "$dir" && "${CARGO[@]}" build -q --profile wasm --target "$TARGET" "${BUILD_STD[@]}" -p "$pkg" --lib \
@@ -67,18 +80,19 @@ fi
 # Every guest-NAME/ crate is a default policy: target/policy/NAME.wasm.
 for dir in "$ROOT"/guest-*/; do
   name=$(basename "$dir")
-  build "$name" "" "$OUT/${name#guest-}.wasm"
+  up_to_date "$OUT/${name#guest-}.wasm" "$dir" || build "$name" "" "$OUT/${name#guest-}.wasm"
   log "target/policy/${name#guest-}.wasm: $(stat -c %s "$OUT/${name#guest-}.wasm") bytes"
 done
 
 if [ "$FIXTURES" = 1 ]; then
   # The default policy's visibly different variant, for hot-swap tests.
-  build guest-podset canary "$OUT/fixtures/canary.wasm"
+  up_to_date "$OUT/fixtures/canary.wasm" "$ROOT/guest-podset" || build guest-podset canary "$OUT/fixtures/canary.wasm"
   for f in infinite-loop memory-bomb panic action-flood wrong-contract wasi-import generic-hostile forbidden-kind missing-kind; do
-    build policy-fixtures "$f" "$OUT/fixtures/$f.wasm"
+    up_to_date "$OUT/fixtures/$f.wasm" "$ROOT/policy-fixtures" || build policy-fixtures "$f" "$OUT/fixtures/$f.wasm"
   done
-  # A core module that never became a component.
-  cp "$CARGO_TARGET_DIR/$TARGET/wasm/policy_fixtures.wasm" "$OUT/fixtures/core-module.wasm"
+  # A core module that never became a component (the last fixture's core module).
+  up_to_date "$OUT/fixtures/core-module.wasm" "$ROOT/policy-fixtures" \
+    || cp "$CARGO_TARGET_DIR/$TARGET/wasm/policy_fixtures.wasm" "$OUT/fixtures/core-module.wasm"
   printf '#!/bin/sh\necho "this is not a wasm module"\n' > "$OUT/fixtures/not-wasm.wasm"
   log "fixtures: $(cd "$OUT/fixtures" && ls | tr '\n' ' ')"
 fi
