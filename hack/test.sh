@@ -58,7 +58,7 @@ scaffold() {
   phase_end
   return $rc
 }
-log "background, at the lowest CPU priority: clippy, rustdoc, the scaffold test (log shown at the end)"
+log "background, at the lowest CPU priority: clippy, rustdoc, the scaffold test (their log follows the doc tests)"
 (
   renice -n 19 -p "$BASHPID" >/dev/null
   export PHASE_PREFIX="background: "
