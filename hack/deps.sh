@@ -10,7 +10,7 @@ set -euo pipefail
 
 command -v cargo >/dev/null || die "no Rust toolchain (cargo) on PATH: install rustup from https://rustup.rs"
 packages=("${BASE_PACKAGES[@]}")
-rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown || packages+=("${WASM_PACKAGES[@]}")
+rustup_has_wasm32 || packages+=("${WASM_PACKAGES[@]}")
 case "${1:-check}" in
   check) ;;
   cluster)

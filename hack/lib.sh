@@ -26,6 +26,9 @@ NODE_PACKAGES=(containerd runc containernetworking-plugins iproute2 iptables gcc
 # pushes them and copies tags in the registry tests.
 IMAGE_PACKAGES=(busybox-static memcached iperf3 gcc libc6-dev skopeo)
 
+# rustup_has_wasm32: the rustup toolchain can build policies itself (no Debian rustc-web).
+rustup_has_wasm32() { rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; }
+
 log() { printf '\033[1m[%s]\033[0m %s\n' "${0##*/}" "$*" >&2; }
 die() { printf '\033[31m[%s] error:\033[0m %s\n' "${0##*/}" "$*" >&2; exit 1; }
 

@@ -28,7 +28,7 @@ NATIVE_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 export CARGO_TARGET_DIR="$ROOT/target/wasm"
 mkdir -p "$OUT/fixtures"
 
-if rustup target list --installed 2>/dev/null | grep -qx "$TARGET"; then
+if rustup_has_wasm32; then
   CARGO=(cargo)
   BUILD_STD=()
 else
