@@ -7,6 +7,19 @@ CACHE_DIR="${PODSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/podset-host}"
 K8S_VERSION=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { sub(/^v/, "", $2); print $2; exit }' "$ROOT/hack/k8s/go.mod")
 ETCD_VERSION=$(awk '$1 == "go.etcd.io/etcd/server/v3" && $2 ~ /^v3\./ { sub(/^v/, "", $2); print $2; exit }' "$ROOT/hack/etcd/go.mod")
 
+# A script a test runs (hack/deploy.sh builds the operator's image) inherits what cargo
+# sets for a test process: CARGO_PKG_NAME, CARGO_MANIFEST_DIR, … Build scripts declare
+# some of these with rerun-if-env-changed (ring's does), so a cargo started with them
+# rebuilds ring and all that depends on it (kube, reqwest, the operator), and the next
+# cargo started from a shell rebuilds them back: 98 s cold of `make test`'s doc tests
+# were that. Forget them; CARGO_HOME, CARGO_TARGET_DIR and cargo's own settings stay.
+while read -r _var; do
+  case $_var in
+    CARGO | CARGO_MANIFEST_* | CARGO_PKG_* | CARGO_CRATE_NAME | CARGO_BIN_NAME | CARGO_BIN_EXE_* | CARGO_PRIMARY_PACKAGE | CARGO_TARGET_TMPDIR | CARGO_RUSTC_CURRENT_DIR) unset "$_var" ;;
+  esac
+done < <(compgen -e)
+unset _var
+
 # The one build that `make check`, `make test`, `make lint` and `make fuzz-cluster` share: every
 # crate and target of the workspace with every test feature, so that each crate compiles
 # once per target (a second feature set recompiles the host and whatever depends on it).
