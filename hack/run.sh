@@ -24,7 +24,9 @@ fi
 steps=4
 step() { log "[$1/$steps] $2${3:+ (first time: $3)}"; }
 
-step 1 "Debian packages" "~1 min"
+cold=""
+missing=$(hack/deps.sh "${embedded:+cluster}" --missing) && cold="~1 min: $missing"
+step 1 "Debian packages" "$cold"
 hack/deps.sh ${embedded:+cluster}
 
 cold=""
