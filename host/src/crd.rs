@@ -207,6 +207,55 @@ pub struct ConfigMapKeyRef {
     pub key: String,
 }
 
+/// What an administrator lets one policy write beyond its parent's namespace. Without
+/// it (the default) a policy writes children in its parent's namespace only. Given by
+/// the operator's administrator (`podset-host run --reach FILE`), never by whoever may
+/// create a ReconcilePolicy: see docs/reference/enforced.md.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Reach {
+    /// Cluster-scoped kinds the policy may create, own and delete (a cluster-scoped
+    /// parent only: an owner reference cannot point from a cluster-scoped object to a
+    /// namespaced one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_kinds: Vec<GroupKind>,
+    /// Namespaces where a cluster-scoped parent's namespaced children may be written.
+    #[serde(default)]
+    pub namespaces: NamespaceReach,
+}
+
+/// A kind, whatever its version: `group` is "" for the core group.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+pub struct GroupKind {
+    #[serde(default)]
+    pub group: String,
+    #[schemars(length(min = 1, max = 63))]
+    pub kind: String,
+}
+
+/// Namespaces a policy may write in.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamespaceReach {
+    /// These namespaces, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+    /// The namespaces that are the parent's own children: a `v1 Namespace` it controls
+    /// (observed, or created earlier in the same decision). A Tenant's policy gets this,
+    /// so that it writes into the namespace it made and nowhere else.
+    #[serde(default)]
+    pub owned: bool,
+}
+
+/// A `--reach` file: the policy it is for (by the name its module declares; file
+/// policies only) and what that policy may reach.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReachGrant {
+    pub policy: String,
+    pub reach: Reach,
+}
+
 /// Written by the operator.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

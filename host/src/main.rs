@@ -65,6 +65,12 @@ struct RunArgs {
     /// compare. One per kind; changes are picked up live.
     #[arg(long = "shadow", env = "SHADOW_FILE", value_name = "FILE", value_delimiter = ',')]
     shadows: Vec<PathBuf>,
+    /// A YAML file granting one file policy more than its parent's namespace:
+    /// `policy: NAME` (the name its module declares) and `reach:` with `clusterKinds`
+    /// (cluster-scoped kinds it may own) and `namespaces` (`names`, `owned`). Only
+    /// for cluster-scoped parents; docs/reference/enforced.md says what each allows.
+    #[arg(long = "reach", env = "REACH_FILE", value_name = "FILE", value_delimiter = ',')]
+    reaches: Vec<PathBuf>,
     /// Watch only this namespace; empty watches all.
     #[arg(long, env = "WATCH_NAMESPACE", default_value = "")]
     namespace: String,
@@ -254,12 +260,27 @@ fn main() -> ExitCode {
     }
 }
 
+/// The `--reach` files, by the policy each is for.
+fn reaches(files: &[PathBuf]) -> anyhow::Result<podset_host::sources::Reaches> {
+    let mut out = podset_host::sources::Reaches::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).with_context(|| format!("reading --reach {}", file.display()))?;
+        let grant: crd::ReachGrant =
+            serde_yaml::from_str(&text).with_context(|| format!("--reach {}: not a reach grant", file.display()))?;
+        if out.insert(grant.policy.clone(), grant.reach).is_some() {
+            anyhow::bail!("--reach {}: a second grant for policy {:?}", file.display(), grant.policy);
+        }
+    }
+    Ok(out)
+}
+
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => {
             let settings = operator::Settings {
                 policies: args.policies,
                 shadows: args.shadows,
+                reaches: reaches(&args.reaches)?,
                 namespace: Some(args.namespace).filter(|n| !n.is_empty()),
                 leader: args.leader.settings(args.namespace_selector.as_deref()),
                 identity: args.leader.identity(),

@@ -40,7 +40,7 @@ use crate::reconcile::controller::SHUTDOWN_GRACE;
 use crate::reconcile::record;
 use crate::sandbox::{Limits, PolicyEngine};
 use crate::signature::Trust;
-use crate::sources::{self, SourceSettings, Sources};
+use crate::sources::{self, Reaches, SourceSettings, Sources};
 
 /// What `podset-host run` needs to know.
 #[derive(Clone, Debug)]
@@ -50,6 +50,8 @@ pub struct Settings {
     /// Shadow modules, one per parent kind: each decides beside the live policy of
     /// its kind, everywhere, and never acts. Watched for changes.
     pub shadows: Vec<PathBuf>,
+    /// What the administrator granted file policies beyond their parents' namespaces.
+    pub reaches: Reaches,
     /// Only this namespace, or all when `None`.
     pub namespace: Option<String>,
     /// As one shard: only the namespaces whose labels match this selector.
@@ -178,6 +180,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
             module_cache,
             trust: settings.trust.clone(),
             registry_poll: settings.registry_poll,
+            reaches: settings.reaches.clone(),
         },
     );
 

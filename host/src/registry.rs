@@ -257,8 +257,11 @@ impl Registry {
         struct Name {
             name: String,
         }
+        // A ReconcilePolicy decides the parents of its own namespace: a cluster-scoped
+        // parent is decided by a file policy, whatever its spec says.
+        let namespace = parent.namespace()?;
         let name = parent.parse::<Spec>("spec").ok()??.policy_ref?.name;
-        Some(ObjectRef::new(&name).within(&parent.namespace().unwrap_or_default()))
+        Some(ObjectRef::new(&name).within(&namespace))
     }
 
     /// Whether the ReconcilePolicy `key` (with its selector) is or was a candidate for `parent`.

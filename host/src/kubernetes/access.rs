@@ -1,6 +1,7 @@
 //! Resolving what a policy declares against the API server, when it loads: which
-//! resource serves each kind (discovery), that every kind is namespaced, and that
-//! the operator's own identity may do what the policy needs (SelfSubjectAccessReview).
+//! resource serves each kind and its scope (discovery), that cluster-scoped kinds are
+//! used only where they can be owned and were granted ([`Reach`]), and that the
+//! operator's own identity may do what the policy needs (SelfSubjectAccessReview).
 //! A policy that would fail at its first write is refused before it decides anything.
 
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
@@ -9,8 +10,10 @@ use kube::api::{Api, ApiResource, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{self, Scope};
 
+use super::scope::ClusterScoped;
 use crate::contract::bindings::{Declarations, RelatedKind};
 use crate::contract::declarations::{kind_name, to_gvk};
+use crate::crd::{GroupKind, Reach};
 
 /// A policy's declarations with the resource serving each kind.
 #[derive(Clone, Debug)]
@@ -19,6 +22,21 @@ pub struct Resolved {
     pub children: Vec<ApiResource>,
     pub related: Vec<(ApiResource, RelatedKind)>,
     pub finalizer: Option<String>,
+    /// Which of these kinds are cluster-scoped.
+    pub cluster_scoped: ClusterScoped,
+    /// What the administrator granted this policy beyond its parent's namespace.
+    pub reach: Reach,
+}
+
+impl Resolved {
+    pub fn parent_is_cluster_scoped(&self) -> bool {
+        self.cluster_scoped.contains(&self.parent)
+    }
+
+    /// Whether `resource` is a cluster-scoped kind this policy declared.
+    pub fn is_cluster_scoped(&self, resource: &ApiResource) -> bool {
+        self.cluster_scoped.contains(resource)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -26,8 +44,28 @@ pub enum AccessError {
     #[error("the API server does not serve {kind}: is its CustomResourceDefinition installed?")]
     NotServed { kind: String },
 
-    #[error("{kind} is cluster-scoped; policies reconcile and own namespaced objects only")]
-    ClusterScoped { kind: String },
+    #[error(
+        "{kind} is cluster-scoped and the parent {parent} is namespaced: an owner reference cannot point from a cluster-scoped object to a namespaced one"
+    )]
+    ClusterScopedChild { kind: String, parent: String },
+
+    #[error(
+        "{kind} is cluster-scoped: the operator's administrator has not granted this policy to write it (reach.clusterKinds, podset-host run --reach)"
+    )]
+    NotGranted { kind: String },
+
+    #[error("{kind} is cluster-scoped: an operator limited to namespace {namespace} (--namespace) cannot serve it")]
+    ClusterScopedParent { kind: String, namespace: String },
+
+    #[error(
+        "{kind} is cluster-scoped: a ReconcilePolicy decides the parents of its own namespace; the operator's --policy files serve cluster-scoped kinds"
+    )]
+    ClusterScopedPolicy { kind: String },
+
+    #[error(
+        "reach.namespaces applies to a cluster-scoped parent; the children of {parent}, which is namespaced, stay in its namespace"
+    )]
+    NamespacedReach { parent: String },
 
     #[error("the operator may not {verb} {resource}{where_}: grant it in the operator's RBAC (manifests/rbac.yaml)")]
     Forbidden { verb: String, resource: String, where_: String },
@@ -54,7 +92,11 @@ impl AccessError {
     pub fn reason(&self) -> &'static str {
         match self {
             AccessError::NotServed { .. } => "KindNotServed",
-            AccessError::ClusterScoped { .. } => "ClusterScopedKind",
+            AccessError::ClusterScopedChild { .. } => "ClusterScopedChild",
+            AccessError::NotGranted { .. } => "NotGranted",
+            AccessError::ClusterScopedParent { .. } => "ClusterScopedParent",
+            AccessError::NamespacedReach { .. } => "NamespacedReach",
+            AccessError::ClusterScopedPolicy { .. } => "ClusterScopedPolicy",
             AccessError::Forbidden { .. } => "Forbidden",
             AccessError::Unreachable(_) => "ApiUnreachable",
             AccessError::Kube(_) => "ApiError",
@@ -68,28 +110,70 @@ impl AccessError {
     }
 }
 
-/// Resolves `d` and checks the operator may act on it in `namespace` (all when `None`).
-pub async fn resolve(client: &Client, namespace: Option<&str>, d: &Declarations) -> Result<Resolved, AccessError> {
-    let resolved = discover_all(client, d).await?;
+/// Resolves `d`, checks its scopes against what `reach` grants, and checks the operator
+/// may act on it in `namespace` (all when `None`).
+pub async fn resolve(
+    client: &Client,
+    namespace: Option<&str>,
+    d: &Declarations,
+    reach: &Reach,
+) -> Result<Resolved, AccessError> {
+    let mut resolved = discover_all(client, d).await?;
+    resolved.reach = reach.clone();
+    scopes(&resolved, namespace)?;
     for (verb, resource, sub) in needs(&resolved) {
-        allowed(client, namespace, verb, resource, sub).await?;
+        // A cluster-scoped kind is checked cluster-wide, and so is every kind of a
+        // cluster-scoped parent: its children's namespaces are not known in advance.
+        let wide = resolved.parent_is_cluster_scoped() || resolved.is_cluster_scoped(resource);
+        allowed(client, if wide { None } else { namespace }, verb, resource, sub).await?;
     }
     Ok(resolved)
+}
+
+/// Where cluster-scoped kinds may appear: a cluster-scoped parent needs an operator
+/// that watches every namespace; a cluster-scoped child needs a cluster-scoped parent
+/// (its owner) and the administrator's grant; namespaces beyond the parent's are for
+/// cluster-scoped parents. Related kinds are only read, so any scope is fine.
+pub fn scopes(r: &Resolved, namespace: Option<&str>) -> Result<(), AccessError> {
+    let parent = r.parent_is_cluster_scoped();
+    if parent && let Some(ns) = namespace {
+        return Err(AccessError::ClusterScopedParent { kind: r.parent.kind.clone(), namespace: ns.into() });
+    }
+    if !parent && r.reach.namespaces != Default::default() {
+        return Err(AccessError::NamespacedReach { parent: r.parent.kind.clone() });
+    }
+    for child in r.children.iter().filter(|c| r.is_cluster_scoped(c)) {
+        if !parent {
+            return Err(AccessError::ClusterScopedChild { kind: child.kind.clone(), parent: r.parent.kind.clone() });
+        }
+        let kind = GroupKind { group: child.group.clone(), kind: child.kind.clone() };
+        if !r.reach.cluster_kinds.contains(&kind) {
+            return Err(AccessError::NotGranted { kind: child.kind.clone() });
+        }
+    }
+    Ok(())
 }
 
 /// Resolves what `d` declares to the API server's resources, without checking what
 /// this identity may do with them (for a reader such as `policy record`).
 pub async fn discover_all(client: &Client, d: &Declarations) -> Result<Resolved, AccessError> {
-    let parent = discover(client, &to_gvk(&d.parent)).await?;
+    let mut cluster_scoped = ClusterScoped::default();
+    let mut found = |(ar, scope): (ApiResource, Scope)| {
+        if scope == Scope::Cluster {
+            cluster_scoped.insert(&ar);
+        }
+        ar
+    };
+    let parent = found(discover(client, &to_gvk(&d.parent)).await?);
     let mut children = Vec::new();
     for c in &d.children {
-        children.push(discover(client, &to_gvk(c)).await?);
+        children.push(found(discover(client, &to_gvk(c)).await?));
     }
     let mut related = Vec::new();
     for r in &d.related {
-        related.push((discover(client, &to_gvk(&r.kind)).await?, r.clone()));
+        related.push((found(discover(client, &to_gvk(&r.kind)).await?), r.clone()));
     }
-    Ok(Resolved { parent, children, related, finalizer: d.finalizer.clone() })
+    Ok(Resolved { parent, children, related, finalizer: d.finalizer.clone(), cluster_scoped, reach: Reach::default() })
 }
 
 /// The verbs the host uses on behalf of a policy.
@@ -114,10 +198,9 @@ fn needs(r: &Resolved) -> Vec<(&'static str, &ApiResource, Option<&'static str>)
     needs
 }
 
-async fn discover(client: &Client, gvk: &GroupVersionKind) -> Result<ApiResource, AccessError> {
+async fn discover(client: &Client, gvk: &GroupVersionKind) -> Result<(ApiResource, Scope), AccessError> {
     match discovery::pinned_kind(client, gvk).await {
-        Ok((_, caps)) if caps.scope == Scope::Cluster => Err(AccessError::ClusterScoped { kind: kind_name(gvk) }),
-        Ok((ar, _)) => Ok(ar),
+        Ok((ar, caps)) => Ok((ar, caps.scope)),
         Err(kube::Error::Api(s)) if s.code == 404 => Err(AccessError::NotServed { kind: kind_name(gvk) }),
         Err(kube::Error::Discovery(_)) => Err(AccessError::NotServed { kind: kind_name(gvk) }),
         Err(e) => Err(e.into()),
@@ -157,4 +240,73 @@ async fn allowed(
         resource: format!("{}{group}{sub}", resource.plural),
         where_: namespace.map(|ns| format!(" in namespace {ns}")).unwrap_or_else(|| " cluster-wide".into()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+
+    use super::*;
+    use crate::crd::NamespaceReach;
+
+    fn tenants() -> ApiResource {
+        ApiResource {
+            group: "tenancy.example.com".into(),
+            version: "v1".into(),
+            api_version: "tenancy.example.com/v1".into(),
+            kind: "Tenant".into(),
+            plural: "tenants".into(),
+        }
+    }
+
+    /// `parent` (cluster-scoped when `cluster_parent`) with Namespace and ConfigMap children.
+    fn resolved(parent: ApiResource, cluster_parent: bool, reach: Reach) -> Resolved {
+        let namespaces = ApiResource::erase::<Namespace>(&());
+        let mut cluster_scoped = ClusterScoped::default();
+        cluster_scoped.insert(&namespaces);
+        if cluster_parent {
+            cluster_scoped.insert(&parent);
+        }
+        Resolved {
+            parent,
+            children: vec![namespaces, ApiResource::erase::<ConfigMap>(&())],
+            related: Vec::new(),
+            finalizer: None,
+            cluster_scoped,
+            reach,
+        }
+    }
+
+    fn namespace_kind() -> Reach {
+        Reach { cluster_kinds: vec![GroupKind { group: String::new(), kind: "Namespace".into() }], ..Reach::default() }
+    }
+
+    #[test]
+    fn a_cluster_scoped_child_needs_a_cluster_scoped_parent_and_a_grant() {
+        assert!(scopes(&resolved(tenants(), true, namespace_kind()), None).is_ok());
+        let e = scopes(&resolved(tenants(), true, Reach::default()), None).expect_err("not granted");
+        assert!(matches!(&e, AccessError::NotGranted { kind } if kind == "Namespace"), "{e}");
+        assert_eq!(e.reason(), "NotGranted");
+        let other = Reach {
+            cluster_kinds: vec![GroupKind { group: "rbac.authorization.k8s.io".into(), kind: "ClusterRole".into() }],
+            ..Reach::default()
+        };
+        assert!(scopes(&resolved(tenants(), true, other), None).is_err(), "a grant of another kind");
+        let e = scopes(&resolved(tenants(), false, namespace_kind()), None).expect_err("namespaced parent");
+        assert!(matches!(e, AccessError::ClusterScopedChild { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_cluster_scoped_parent_needs_every_namespace_and_namespaces_need_a_cluster_scoped_parent() {
+        let e = scopes(&resolved(tenants(), true, namespace_kind()), Some("team-a")).expect_err("--namespace");
+        assert!(matches!(e, AccessError::ClusterScopedParent { .. }), "{e}");
+        let names =
+            Reach { namespaces: NamespaceReach { names: vec!["shared".into()], owned: false }, ..Reach::default() };
+        let mut r = resolved(tenants(), false, names);
+        r.children.remove(0);
+        let e = scopes(&r, None).expect_err("namespaces for a namespaced parent");
+        assert!(matches!(e, AccessError::NamespacedReach { .. }), "{e}");
+        r.reach = Reach::default();
+        assert!(scopes(&r, None).is_ok(), "a namespaced parent with namespaced children, as before");
+    }
 }

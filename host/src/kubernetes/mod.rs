@@ -14,6 +14,7 @@ pub mod fence;
 pub mod leader;
 pub mod object;
 pub mod request;
+pub mod scope;
 pub mod shard;
 pub mod store;
 pub mod version;

@@ -121,6 +121,11 @@ impl ObjectStore {
         inner.by_key.iter().filter(|((ns, _), o)| ns == namespace && keep(o)).map(|(_, o)| o.clone()).collect()
     }
 
+    /// Objects in any namespace that `keep` accepts.
+    pub fn matching(&self, keep: impl Fn(&Object) -> bool) -> Vec<Arc<Object>> {
+        self.inner.read().by_key.values().filter(|o| keep(o)).cloned().collect()
+    }
+
     pub fn len(&self) -> usize {
         self.inner.read().by_key.len()
     }

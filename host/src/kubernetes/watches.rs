@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cache::{CacheHealth, relisting, track};
 use super::object::Object;
+use super::scope::api_for;
 use super::store::ObjectStore;
 use crate::contract::bindings::RelatedKind;
 use crate::contract::declarations::{matches, related_selector};
@@ -44,6 +45,9 @@ pub enum Scope {
 /// Where a change to a watched object is sent: the parent controller of `parent`'s kind.
 pub struct Route {
     pub parent: ApiResource,
+    /// A namespaced parent's children and related objects are in its namespace; a
+    /// cluster-scoped parent's anywhere.
+    pub parent_namespaced: bool,
     /// Changes the controller may gather for a while (a pod starting, becoming ready).
     pub notify: UnboundedSender<ObjectRef<Object>>,
     /// Changes it acts on at once: a child terminating or gone.
@@ -104,7 +108,10 @@ impl Watched {
                             && r.api_version == route.parent.api_version
                     });
                     if let Some(owner) = owner {
-                        let parent = ObjectRef::new_with(&owner.name, route.parent.clone()).within(&ns);
+                        let mut parent = ObjectRef::new_with(&owner.name, route.parent.clone());
+                        if route.parent_namespaced {
+                            parent = parent.within(&ns);
+                        }
                         on_child(&parent, obj, &self.resource, gone);
                         // A terminating child is no longer counted: the parent's status
                         // changes now, with nothing to gather (a scale-down's deletes
@@ -114,7 +121,8 @@ impl Watched {
                     }
                 }
                 Via::Related { parents, selectors } => {
-                    for parent in parents.state().iter().filter(|p| p.namespace().as_deref() == Some(ns.as_str())) {
+                    let near = |p: &Object| !route.parent_namespaced || p.namespace().as_deref() == Some(ns.as_str());
+                    for parent in parents.state().iter().filter(|p| near(p)) {
                         let hit = selectors
                             .iter()
                             .filter_map(|s| related_selector(s, parent.as_ref()))
@@ -179,8 +187,9 @@ impl Watches {
         Arc::new(Watches { client, namespace, entries: Mutex::default(), shutdown })
     }
 
-    /// A guard on the watch of `resource` in `scope`, starting it if nobody holds it.
-    pub fn acquire(self: &Arc<Self>, resource: &ApiResource, scope: Scope) -> WatchGuard {
+    /// A guard on the watch of `resource` (a cluster-scoped kind when `cluster_scoped`)
+    /// in `scope`, starting it if nobody holds it.
+    pub fn acquire(self: &Arc<Self>, resource: &ApiResource, scope: Scope, cluster_scoped: bool) -> WatchGuard {
         let key = WatchKey { api_version: resource.api_version.clone(), plural: resource.plural.clone(), scope };
         let mut entries = self.entries.lock();
         if let Some(e) = entries.get_mut(&key)
@@ -191,7 +200,7 @@ impl Watches {
         }
         let watched = Arc::new(Watched::new(resource, scope));
         let stop = self.shutdown.child_token();
-        tokio::spawn(run(self.api(resource), scope, watched.clone(), stop.clone()));
+        tokio::spawn(run(self.api(resource, cluster_scoped), scope, watched.clone(), stop.clone()));
         tracing::info!(kind = %resource.plural, ?scope, "watch started");
         entries.insert(key.clone(), Entry { watched: Arc::downgrade(&watched), users: 1, stop });
         WatchGuard { watches: self.clone(), key, watched }
@@ -202,11 +211,9 @@ impl Watches {
         self.entries.lock().values().filter_map(|e| e.watched.upgrade()).map(|w| w.health.clone()).collect()
     }
 
-    fn api(&self, resource: &ApiResource) -> Api<Object> {
-        match &self.namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, resource),
-            None => Api::all_with(self.client.clone(), resource),
-        }
+    fn api(&self, resource: &ApiResource, cluster_scoped: bool) -> Api<Object> {
+        let namespace = if cluster_scoped { None } else { self.namespace.as_deref() };
+        api_for(&self.client, resource, namespace)
     }
 }
 
@@ -255,6 +262,7 @@ mod tests {
         let on_child: ChildSeen = Box::new(|_, _, _, _| {});
         watched.add_route(Arc::new(Route {
             parent: parent.clone(),
+            parent_namespaced: true,
             notify,
             at_once,
             via: Via::Controller { on_child },
@@ -280,5 +288,43 @@ mod tests {
         watched.notify(&pod.into(), false);
         assert_eq!(now.try_recv().ok(), Some(web), "terminating");
         assert!(gathered.try_recv().is_err(), "neither was gathered");
+    }
+
+    #[test]
+    fn a_child_anywhere_reaches_its_cluster_scoped_parent() {
+        let parent = ApiResource {
+            group: "tenancy.example.com".into(),
+            version: "v1".into(),
+            api_version: "tenancy.example.com/v1".into(),
+            kind: "Tenant".into(),
+            plural: "tenants".into(),
+        };
+        let configmaps = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let watched = Watched::new(&configmaps, Scope::Children);
+        let (notify, mut gathered) = unbounded();
+        let (at_once, _now) = unbounded();
+        let on_child: ChildSeen = Box::new(|_, _, _, _| {});
+        watched.add_route(Arc::new(Route {
+            parent: parent.clone(),
+            parent_namespaced: false,
+            notify,
+            at_once,
+            via: Via::Controller { on_child },
+        }));
+        let owner = OwnerReference {
+            api_version: parent.api_version.clone(),
+            kind: parent.kind.clone(),
+            name: "acme".into(),
+            uid: "uid-acme".into(),
+            controller: Some(true),
+            ..Default::default()
+        };
+        for ns in ["acme", "shared"] {
+            let mut cm = DynamicObject::new("quota", &configmaps).within(ns);
+            cm.metadata.owner_references = Some(vec![owner.clone()]);
+            watched.notify(&cm.into(), false);
+            let to = gathered.try_recv().expect("routed");
+            assert_eq!(to, ObjectRef::new_with("acme", parent.clone()), "from {ns}: the parent has no namespace");
+        }
     }
 }

@@ -2,14 +2,15 @@
 //! cluster. A decision is applied whole or not at all: one bad action rejects it, so a
 //! policy cannot half-succeed at something it should not do.
 //!
-//! What is refused whatever a policy believes: kinds it did not declare, other
-//! namespaces, children the parent does not control, owner references and the
-//! host's label set by the policy, names and labels Kubernetes would refuse, and pods
-//! or pod templates that weaken the restricted security context. What the host adds:
-//! the namespace, the controller owner reference, the managed-by label and the
-//! restricted defaults.
+//! What is refused whatever a policy believes: kinds it did not declare, namespaces
+//! other than its parent's (a cluster-scoped parent's: those the administrator
+//! granted, [`crate::crd::Reach`]), children the parent does not control, owner
+//! references and the host's label set by the policy, names and labels Kubernetes would
+//! refuse, and pods or pod templates that weaken the restricted security context. What
+//! the host adds: the namespace (a namespaced parent's), the controller owner
+//! reference, the managed-by label and the restricted defaults.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +45,16 @@ pub enum Rejection {
     UndeclaredKind { kind: String },
     #[error("{key}: namespace {namespace:?} is not the parent's namespace {parent:?}")]
     OtherNamespace { key: ChildKey, namespace: String, parent: String },
+    #[error("{key}: {kind} is cluster-scoped, so it has no metadata.namespace")]
+    ClusterScopedNamespace { key: ChildKey, kind: String },
+    #[error("{key}: the parent is cluster-scoped, so a namespaced child names its metadata.namespace")]
+    NamespaceRequired { key: ChildKey },
+    #[error(
+        "{key}: the policy may not write in namespace {namespace:?} (reach.namespaces: granted {granted}; owned namespaces {owned})"
+    )]
+    NotReachable { key: ChildKey, namespace: String, granted: String, owned: String },
+    #[error("{key} names children in {count} namespaces; contract 0.3 keys carry no namespace, so it cannot say which")]
+    Ambiguous { key: ChildKey, count: usize },
     #[error("{key} is not a child this parent controls")]
     NotOwned { key: ChildKey },
     #[error("{what} {value:?}: {why}")]
@@ -83,7 +94,11 @@ impl Rejection {
         match self {
             Rejection::NotAnObject { .. } | Rejection::Malformed { .. } => "Malformed",
             Rejection::UndeclaredKind { .. } => "UndeclaredKind",
-            Rejection::OtherNamespace { .. } => "OtherNamespace",
+            Rejection::OtherNamespace { .. }
+            | Rejection::ClusterScopedNamespace { .. }
+            | Rejection::NamespaceRequired { .. } => "OtherNamespace",
+            Rejection::NotReachable { .. } => "NotReachable",
+            Rejection::Ambiguous { .. } => "Ambiguous",
             Rejection::NotOwned { .. } => "NotOwned",
             Rejection::InvalidSyntax { .. } => "InvalidSyntax",
             Rejection::Reserved { .. } => "Reserved",
@@ -99,7 +114,7 @@ impl Rejection {
 
 /// Checks `plan` for the parent in `observed`, whose policy declared `resolved`.
 pub fn check(plan: Plan, observed: &Observed, resolved: &Resolved) -> Result<Checked, Rejection> {
-    let parent = Parent::of(observed)?;
+    let parent = Parent::of(observed, resolved, &plan);
     let mut out = Checked::default();
     for object in plan.creates {
         out.creates.push(child(object, Mode::Create, &parent, resolved)?);
@@ -114,6 +129,7 @@ pub fn check(plan: Plan, observed: &Observed, resolved: &Resolved) -> Result<Che
         }
     }
     for key in plan.deletes {
+        let key = locate(key, observed, resolved)?;
         let seen = observed.child(&key).ok_or_else(|| Rejection::NotOwned { key: key.clone() })?;
         if !out.deletes.iter().any(|d| d.key == key) {
             let uid = seen.object.uid().unwrap_or_default();
@@ -128,7 +144,7 @@ pub fn check(plan: Plan, observed: &Observed, resolved: &Resolved) -> Result<Che
     }
     out.fold_status = plan.fold_status;
     for note in plan.events {
-        out.events.push(event(note, observed)?);
+        out.events.push(event(note, observed, resolved)?);
     }
     out.requeue = plan.requeue_ms.map(|ms| Duration::from_millis(ms.into()).clamp(MIN_REQUEUE, MAX_REQUEUE));
     if plan.finalize {
@@ -151,12 +167,21 @@ enum Mode {
 
 /// What every child gets from its parent.
 struct Parent {
+    /// "" for a cluster-scoped parent.
     namespace: String,
     owner: OwnerReference,
+    /// A cluster-scoped parent's own namespaces: the `v1 Namespace` children it has or
+    /// this decision creates or applies (they are created first, see execute.rs).
+    owned_namespaces: BTreeSet<String>,
+}
+
+/// The kind of the objects that are namespaces.
+fn is_namespace(api_version: &str, kind: &str) -> bool {
+    api_version == "v1" && kind == "Namespace"
 }
 
 impl Parent {
-    fn of(observed: &Observed) -> Result<Self, Rejection> {
+    fn of(observed: &Observed, resolved: &Resolved, plan: &Plan) -> Self {
         let p = &observed.parent;
         let r = &observed.parent_resource;
         let owner = OwnerReference {
@@ -168,7 +193,45 @@ impl Parent {
             // Foreground deletion of the parent waits for its children.
             block_owner_deletion: Some(true),
         };
-        Ok(Parent { namespace: p.namespace().unwrap_or_default(), owner })
+        let mut owned_namespaces = BTreeSet::new();
+        if resolved.parent_is_cluster_scoped() {
+            let seen = observed.children.iter().filter(|c| is_namespace(&c.resource.api_version, &c.resource.kind));
+            owned_namespaces.extend(seen.map(|c| c.object.name_any()));
+            let str_of = |o: &Value, field: &str| o.get(field).and_then(Value::as_str).map(String::from);
+            for o in plan.creates.iter().chain(&plan.applies) {
+                if is_namespace(&str_of(o, "apiVersion").unwrap_or_default(), &str_of(o, "kind").unwrap_or_default()) {
+                    owned_namespaces.extend(o.get("metadata").and_then(|m| str_of(m, "name")));
+                }
+            }
+        }
+        Parent { namespace: p.namespace().unwrap_or_default(), owner, owned_namespaces }
+    }
+}
+
+/// The key a policy named (contract 0.3 keys carry no namespace) as the child it
+/// means: a cluster-scoped kind's has none, a namespaced parent's children are in its
+/// namespace, and a cluster-scoped parent's namespaced child is the one of its children
+/// with that kind and name (refused when several namespaces hold one).
+pub fn locate(key: ChildKey, observed: &Observed, resolved: &Resolved) -> Result<ChildKey, Rejection> {
+    let declared = child_resource(resolved, &key);
+    if declared.is_some_and(|r| resolved.is_cluster_scoped(r)) {
+        return Ok(ChildKey { namespace: String::new(), ..key });
+    }
+    if !resolved.parent_is_cluster_scoped() {
+        return Ok(ChildKey { namespace: observed.namespace(), ..key });
+    }
+    let mut namespaces: Vec<String> = observed
+        .children
+        .iter()
+        .filter(|c| {
+            c.resource.api_version == key.api_version && c.resource.kind == key.kind && c.object.name_any() == key.name
+        })
+        .map(|c| c.object.namespace().unwrap_or_default())
+        .collect();
+    match namespaces.len() {
+        0 => Err(Rejection::NotOwned { key }),
+        1 => Ok(ChildKey { namespace: namespaces.remove(0), ..key }),
+        count => Err(Rejection::Ambiguous { key, count }),
     }
 }
 
@@ -208,13 +271,10 @@ fn child(object: Value, mode: Mode, parent: &Parent, resolved: &Resolved) -> Res
             return Err(Rejection::Malformed { what: format!("{what} {kind}"), error: "no metadata.name".into() });
         }
     };
-    let key = ChildKey::new(resource, &name);
-    match &meta.namespace {
-        Some(ns) if *ns != parent.namespace => {
-            return Err(Rejection::OtherNamespace { key, namespace: ns.clone(), parent: parent.namespace.clone() });
-        }
-        _ => meta.namespace = Some(parent.namespace.clone()),
-    }
+    let asked = meta.namespace.clone().filter(|ns| !ns.is_empty());
+    let key = ChildKey::new(resource, asked.as_deref().unwrap_or_default(), &name);
+    meta.namespace = placed(&key, asked, resolved.is_cluster_scoped(resource), parent, resolved)?;
+    let key = ChildKey::new(resource, meta.namespace.as_deref().unwrap_or_default(), &name);
     if meta.owner_references.as_ref().is_some_and(|o| !o.is_empty()) {
         return Err(Rejection::Reserved { what: format!("{key}: metadata.ownerReferences") });
     }
@@ -236,11 +296,52 @@ fn child(object: Value, mode: Mode, parent: &Parent, resolved: &Resolved) -> Res
     Ok(Child { resource: Arc::new(resource.clone()), object: obj })
 }
 
+/// Where a child goes: a cluster-scoped kind nowhere; a namespaced parent's child in
+/// the parent's namespace (the default); a cluster-scoped parent's namespaced child in
+/// the namespace it names, if the administrator's reach grants it.
+fn placed(
+    key: &ChildKey,
+    asked: Option<String>,
+    cluster_kind: bool,
+    parent: &Parent,
+    resolved: &Resolved,
+) -> Result<Option<String>, Rejection> {
+    if cluster_kind {
+        return match asked {
+            Some(_) => Err(Rejection::ClusterScopedNamespace { key: key.clone(), kind: key.kind.clone() }),
+            None => Ok(None),
+        };
+    }
+    if !parent.namespace.is_empty() {
+        return match asked {
+            Some(ns) if ns != parent.namespace => {
+                Err(Rejection::OtherNamespace { key: key.clone(), namespace: ns, parent: parent.namespace.clone() })
+            }
+            _ => Ok(Some(parent.namespace.clone())),
+        };
+    }
+    let ns = asked.ok_or_else(|| Rejection::NamespaceRequired { key: key.clone() })?;
+    let reach = &resolved.reach.namespaces;
+    if reach.names.contains(&ns) || (reach.owned && parent.owned_namespaces.contains(&ns)) {
+        return Ok(Some(ns));
+    }
+    let list = |names: &mut dyn Iterator<Item = &String>| {
+        let all: Vec<&str> = names.map(String::as_str).collect();
+        if all.is_empty() { "none".to_string() } else { all.join(", ") }
+    };
+    Err(Rejection::NotReachable {
+        key: key.clone(),
+        namespace: ns,
+        granted: list(&mut reach.names.iter()),
+        owned: if reach.owned { list(&mut parent.owned_namespaces.iter()) } else { "not granted".into() },
+    })
+}
+
 fn syntax(what: &str, value: &str, result: Result<(), String>) -> Result<(), Rejection> {
     result.map_err(|why| Rejection::InvalidSyntax { what: what.into(), value: value.into(), why })
 }
 
-fn event(note: Note, observed: &Observed) -> Result<Note, Rejection> {
+fn event(mut note: Note, observed: &Observed, resolved: &Resolved) -> Result<Note, Rejection> {
     condition_reason(&note.reason)
         .map_err(|why| Rejection::InvalidEvent(format!("reason {:?}: {why}", note.reason)))?;
     if note.message.len() > MAX_EVENT_MESSAGE {
@@ -249,10 +350,12 @@ fn event(note: Note, observed: &Observed) -> Result<Note, Rejection> {
             note.message.len()
         )));
     }
-    if let Some(key) = &note.regarding
-        && observed.child(key).is_none()
-    {
-        return Err(Rejection::NotOwned { key: key.clone() });
+    if let Some(key) = note.regarding.take() {
+        let key = locate(key, observed, resolved)?;
+        if observed.child(&key).is_none() {
+            return Err(Rejection::NotOwned { key });
+        }
+        note.regarding = Some(key);
     }
     Ok(note)
 }
@@ -326,7 +429,7 @@ mod tests {
             json!({ "ownerReferences": [{ "apiVersion": "v1", "kind": "X", "name": "x", "uid": "u" }] }),
         );
         assert!(matches!(refused(plan_creating(owned)), Rejection::Reserved { .. }));
-        let foreign = ChildKey { api_version: "v1".into(), kind: "ConfigMap".into(), name: "not-mine".into() };
+        let foreign = ChildKey::of("v1", "ConfigMap", "ns", "not-mine");
         assert!(matches!(refused(Plan { deletes: vec![foreign], ..Plan::default() }), Rejection::NotOwned { .. }));
         let bad_name = configmap("Web_CM", json!({}));
         assert!(matches!(refused(plan_creating(bad_name)), Rejection::InvalidSyntax { .. }));
@@ -363,7 +466,7 @@ mod tests {
             "spec": { "replicas": 3, "template": { "spec": { "containers": [{ "name": "m", "image": "memcached:1.6.18" }] } } } });
         let mut scaled = same.clone();
         scaled["spec"]["replicas"] = json!(5);
-        let web_a = ChildKey { api_version: "v1".into(), kind: "Pod".into(), name: "web-a".into() };
+        let web_a = ChildKey::of("v1", "Pod", "ns", "web-a");
         let plan = Plan { applies: vec![same, scaled], deletes: vec![web_a.clone(), web_a], ..Plan::default() };
         let checked = check(plan, &o, &resolved(None)).expect("passes");
         assert_eq!(checked.applies.len(), 1, "only the apply that changes something");
@@ -377,5 +480,128 @@ mod tests {
         let o = observed(podset(1), Vec::new());
         let c = check(Plan { requeue_ms: Some(1), ..Plan::default() }, &o, &resolved(None)).expect("passes");
         assert_eq!(c.requeue, Some(MIN_REQUEUE));
+    }
+
+    /// A cluster-scoped `Tenant` that owns a `v1 Namespace` and ConfigMaps, with `reach`.
+    mod cluster_scoped {
+        use k8s_openapi::api::core::v1::Namespace;
+
+        use super::*;
+        use crate::crd::{GroupKind, NamespaceReach, Reach};
+        use crate::kubernetes::scope::ClusterScoped;
+        use crate::reconcile::observe::Observation;
+        use podset_test_support::objects::configmaps;
+
+        fn tenants() -> ApiResource {
+            ApiResource {
+                group: "tenancy.example.com".into(),
+                version: "v1".into(),
+                api_version: "tenancy.example.com/v1".into(),
+                kind: "Tenant".into(),
+                plural: "tenants".into(),
+            }
+        }
+
+        fn namespaces() -> ApiResource {
+            ApiResource::erase::<Namespace>(&())
+        }
+
+        fn resolved(owned: bool, names: &[&str]) -> Resolved {
+            let mut cluster_scoped = ClusterScoped::default();
+            cluster_scoped.insert(&tenants());
+            cluster_scoped.insert(&namespaces());
+            Resolved {
+                parent: tenants(),
+                children: vec![namespaces(), configmaps()],
+                related: Vec::new(),
+                finalizer: None,
+                cluster_scoped,
+                reach: Reach {
+                    cluster_kinds: vec![GroupKind { group: String::new(), kind: "Namespace".into() }],
+                    namespaces: NamespaceReach { names: names.iter().map(|n| n.to_string()).collect(), owned },
+                },
+            }
+        }
+
+        /// Tenant `acme`, with the children given as (resource, namespace, name).
+        fn tenant(children: &[(ApiResource, &str, &str)]) -> Observed {
+            let mut parent = DynamicObject::new("acme", &tenants());
+            parent.metadata.uid = Some("uid-acme".into());
+            let mut o = observed(podset(1), Vec::new());
+            o.parent = Arc::new(parent.into());
+            o.parent_resource = tenants();
+            o.children = children
+                .iter()
+                .map(|(r, ns, name)| {
+                    let mut child = DynamicObject::new(name, r);
+                    child.metadata.namespace = Some(ns.to_string()).filter(|n| !n.is_empty());
+                    child.metadata.uid = Some(format!("uid-{name}"));
+                    Observation { resource: Arc::new(r.clone()), object: Arc::new(child.into()) }
+                })
+                .collect();
+            o
+        }
+
+        fn namespace(name: &str) -> Value {
+            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } })
+        }
+
+        #[test]
+        fn its_namespace_has_no_namespace_and_is_owned_by_reference() {
+            let checked = check(plan_creating(namespace("acme")), &tenant(&[]), &resolved(true, &[])).expect("passes");
+            let ns = &checked.creates[0];
+            assert_eq!(ns.object.metadata.namespace, None);
+            assert_eq!(ns.key(), ChildKey::of("v1", "Namespace", "", "acme"));
+            let owner = &ns.object.metadata.owner_references.as_ref().expect("owner")[0];
+            assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("Tenant", "uid-acme"));
+            let placed = namespace("acme");
+            let mut elsewhere = placed.clone();
+            elsewhere["metadata"]["namespace"] = json!("default");
+            let e = check(plan_creating(elsewhere), &tenant(&[]), &resolved(true, &[])).expect_err("refused");
+            assert!(matches!(e, Rejection::ClusterScopedNamespace { .. }), "{e}");
+        }
+
+        #[test]
+        fn namespaced_children_go_only_where_the_reach_grants() {
+            let r = resolved(true, &["shared"]);
+            let quota = |ns: Option<&str>| configmap("quota", ns.map_or(json!({}), |ns| json!({ "namespace": ns })));
+            // Its own namespace, whether already there or made by the same decision.
+            let has_acme = tenant(&[(namespaces(), "", "acme")]);
+            let checked = check(plan_creating(quota(Some("acme"))), &has_acme, &r).expect("an owned namespace");
+            assert_eq!(checked.creates[0].key(), ChildKey::of("v1", "ConfigMap", "acme", "quota"));
+            let both = Plan { creates: vec![quota(Some("acme")), namespace("acme")], ..Plan::default() };
+            assert!(check(both, &tenant(&[]), &r).is_ok(), "a namespace created in the same decision");
+            assert!(check(plan_creating(quota(Some("shared"))), &tenant(&[]), &r).is_ok(), "a namespace by name");
+
+            let refused = |plan: Plan, r: &Resolved| check(plan, &has_acme, r).expect_err("refused");
+            let e = refused(plan_creating(quota(Some("kube-system"))), &r);
+            assert!(matches!(&e, Rejection::NotReachable { namespace, .. } if namespace == "kube-system"), "{e}");
+            assert!(e.to_string().contains("granted shared; owned namespaces acme"), "{e}");
+            let e = refused(plan_creating(quota(Some("acme"))), &resolved(false, &[]));
+            assert!(e.to_string().contains("owned namespaces not granted"), "{e}");
+            let e = refused(plan_creating(quota(None)), &r);
+            assert!(matches!(e, Rejection::NamespaceRequired { .. }), "{e}");
+        }
+
+        #[test]
+        fn a_key_without_a_namespace_names_the_one_child_of_that_name() {
+            let r = resolved(true, &["shared"]);
+            let cm = ChildKey::of("v1", "ConfigMap", "", "quota");
+            let one = tenant(&[(configmaps(), "acme", "quota"), (configmaps(), "acme", "other")]);
+            let checked = check(Plan { deletes: vec![cm.clone()], ..Plan::default() }, &one, &r).expect("passes");
+            assert_eq!(checked.deletes[0].key, ChildKey::of("v1", "ConfigMap", "acme", "quota"));
+            assert_eq!(checked.deletes[0].uid, "uid-quota");
+            let ns = ChildKey::of("v1", "Namespace", "", "acme");
+            let owns_ns = tenant(&[(namespaces(), "", "acme")]);
+            let checked = check(Plan { deletes: vec![ns], ..Plan::default() }, &owns_ns, &r).expect("passes");
+            assert_eq!(checked.deletes[0].key.namespace, "", "a cluster-scoped child");
+
+            let two = tenant(&[(configmaps(), "acme", "quota"), (configmaps(), "shared", "quota")]);
+            let e = check(Plan { deletes: vec![cm.clone()], ..Plan::default() }, &two, &r).expect_err("refused");
+            assert!(matches!(e, Rejection::Ambiguous { count: 2, .. }), "{e}");
+            let none = tenant(&[]);
+            let e = check(Plan { deletes: vec![cm], ..Plan::default() }, &none, &r).expect_err("refused");
+            assert!(matches!(e, Rejection::NotOwned { .. }), "{e}");
+        }
     }
 }

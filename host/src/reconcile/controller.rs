@@ -36,6 +36,7 @@ use crate::contract::bindings::RelatedKind;
 use crate::contract::declarations::kind_name;
 use crate::kubernetes::cache::{CacheHealth, reflected};
 use crate::kubernetes::object::Object;
+use crate::kubernetes::scope::{ClusterScoped, api_for};
 use crate::kubernetes::watches::{ChildSeen, Route, Scope, Via};
 
 /// How long a stopping controller's reconciles in flight get to finish.
@@ -48,6 +49,8 @@ struct Shape {
     parent: ApiResource,
     children: BTreeMap<String, ApiResource>,
     related: BTreeMap<String, (ApiResource, Vec<RelatedKind>)>,
+    /// Which of these kinds are cluster-scoped (one answer per kind: discovery's).
+    cluster_scoped: ClusterScoped,
 }
 
 struct Running {
@@ -138,11 +141,21 @@ fn desired(ctx: &Context) -> HashMap<GroupVersionKind, Shape> {
             parent: r.parent.clone(),
             children: BTreeMap::new(),
             related: BTreeMap::new(),
+            cluster_scoped: ClusterScoped::default(),
         });
+        if r.parent_is_cluster_scoped() {
+            shape.cluster_scoped.insert(&r.parent);
+        }
         for c in &r.children {
             shape.children.insert(format!("{}/{}", c.api_version, c.plural), c.clone());
+            if r.is_cluster_scoped(c) {
+                shape.cluster_scoped.insert(c);
+            }
         }
         for (res, kind) in &r.related {
+            if r.is_cluster_scoped(res) {
+                shape.cluster_scoped.insert(res);
+            }
             let entry = shape
                 .related
                 .entry(format!("{}/{}", res.api_version, res.plural))
@@ -163,10 +176,12 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
     let health = CacheHealth::for_resource(&shape.parent.plural, &shape.parent.group);
     let mut guards = Vec::new();
     let mut routes = Vec::new();
+    let parent_namespaced = !shape.cluster_scoped.contains(&shape.parent);
     for child in shape.children.values() {
-        let guard = ctx.watches.acquire(child, Scope::Children);
+        let guard = ctx.watches.acquire(child, Scope::Children, shape.cluster_scoped.contains(child));
         let route = Arc::new(Route {
             parent: shape.parent.clone(),
+            parent_namespaced,
             notify: changed_tx.clone(),
             at_once: requeue_tx.clone(),
             via: Via::Controller { on_child: child_seen(ctx) },
@@ -179,9 +194,10 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
     // shared with any parent kind that owns them) and the rest.
     for (res, selectors) in shape.related.values() {
         for scope in [Scope::Children, Scope::Unmanaged] {
-            let guard = ctx.watches.acquire(res, scope);
+            let guard = ctx.watches.acquire(res, scope, shape.cluster_scoped.contains(res));
             let route = Arc::new(Route {
                 parent: shape.parent.clone(),
+                parent_namespaced,
                 notify: changed_tx.clone(),
                 at_once: requeue_tx.clone(),
                 via: Via::Related { parents: writer_reader.clone(), selectors: selectors.clone() },
@@ -213,7 +229,8 @@ fn child_seen(ctx: &Arc<Context>) -> ChildSeen {
     let expectations = ctx.expectations.clone();
     Box::new(move |parent_ref, child, resource, gone| {
         let seen = if gone { Seen::Absent } else { Seen::of(Some(child)) };
-        expectations.observe(parent_ref, &ChildKey::new(resource, &child.name_any()), seen);
+        let key = ChildKey::new(resource, &child.namespace().unwrap_or_default(), &child.name_any());
+        expectations.observe(parent_ref, &key, seen);
     })
 }
 
@@ -259,10 +276,9 @@ async fn run(
     triggers: Triggers,
     stop: CancellationToken,
 ) {
-    let api: Api<Object> = match &ctx.namespace {
-        Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &kind.resource),
-        None => Api::all_with(ctx.client.clone(), &kind.resource),
-    };
+    // A cluster-scoped parent kind is admitted only when the operator watches every
+    // namespace (kubernetes::access::scopes).
+    let api: Api<Object> = api_for(&ctx.client, &kind.resource, ctx.namespace.as_deref());
     let forget = ctx.clone();
     let resource = kind.resource.clone();
     let parents = reflected(api, watcher::Config::default(), writer, kind.health.clone())

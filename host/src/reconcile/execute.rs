@@ -18,6 +18,7 @@ use super::plan::{Checked, Child, Doomed, Note};
 use super::status::{self, Ended, Outcome};
 use crate::kubernetes::events::{Origin, event};
 use crate::kubernetes::object::Object;
+use crate::kubernetes::scope::api_for;
 use crate::reconcile::context::Context;
 use crate::reconcile::error::{ChildAction, Error, Result};
 use crate::registry::Admitted;
@@ -40,10 +41,9 @@ pub async fn execute(
     requeue: Duration,
 ) -> Result<Duration> {
     let parent = &observed.parent;
-    let ns = parent.namespace().unwrap_or_default();
-    let parent_api: Api<Object> = Api::namespaced_with(ctx.client.clone(), &ns, &observed.parent_resource);
+    let parent_api: Api<Object> = api_for(&ctx.client, &observed.parent_resource, parent.namespace().as_deref());
     let manager = admitted.field_manager();
-    let act = Act { ctx, observed, ns: &ns, manager: &manager };
+    let act = Act { ctx, observed, manager: &manager };
     let patch = metadata(parent, admitted);
     // A finalizer must be in place before any child exists; the legacy annotation's
     // removal can be written alongside the children.
@@ -137,19 +137,27 @@ async fn remove_finalizer(api: &Api<Object>, parent: &Object, finalizer: &str) -
 struct Act<'a> {
     ctx: &'a Context,
     observed: &'a Observed,
-    ns: &'a str,
     manager: &'a str,
 }
 
 impl Act<'_> {
-    fn api(&self, resource: &ApiResource) -> Api<DynamicObject> {
-        Api::namespaced_with(self.ctx.client.clone(), self.ns, resource)
+    /// The API of the child `key` names: in its namespace, or cluster-wide for a
+    /// cluster-scoped kind (checked: the key's namespace is "" exactly then).
+    fn api(&self, resource: &ApiResource, key: &ChildKey) -> Api<DynamicObject> {
+        api_for(&self.ctx.client, resource, Some(&key.namespace))
     }
 
-    /// Creates 1, 2, 4, … at a time and stops at the first failure, as the ReplicaSet
-    /// controller does: a quota or admission error then costs one request, not one
-    /// per child. Children not attempted are decided again on the next reconcile.
+    /// Creates the cluster-scoped children first (a namespace before what goes in it),
+    /// then the rest, 1, 2, 4, … at a time, stopping at the first failure as the
+    /// ReplicaSet controller does: a quota or admission error then costs one request,
+    /// not one per child. Children not attempted are decided again on the next reconcile.
     async fn create_all(&self, creates: &[Child]) -> Result<()> {
+        let (first, then): (Vec<&Child>, Vec<&Child>) = creates.iter().partition(|c| c.key().namespace.is_empty());
+        self.create_batches(&first).await?;
+        self.create_batches(&then).await
+    }
+
+    async fn create_batches(&self, creates: &[&Child]) -> Result<()> {
         let mut batch = 1;
         let mut rest = creates;
         while !rest.is_empty() {
@@ -167,14 +175,15 @@ impl Act<'_> {
     async fn create(&self, child: &Child) -> Result<()> {
         let pp = PostParams { field_manager: Some(self.manager.into()), ..PostParams::default() };
         let kind = &child.resource.kind;
-        match self.api(&child.resource).create(&pp, &child.object).await {
+        let asked = child.key();
+        match self.api(&child.resource, &asked).create(&pp, &child.object).await {
             Ok(created) => {
-                let key = ChildKey::new(&child.resource, &created.name_any());
+                let key = ChildKey::new(&child.resource, &asked.namespace, &created.name_any());
                 // The watch may have delivered it already; then nothing is in flight.
                 if self.observed.child(&key).is_none() {
                     self.ctx.expectations.expect_creation(&self.observed.parent_ref(), key.clone());
                 }
-                let about = reference(&child.resource, self.ns, &key.name, &created.uid().unwrap_or_default());
+                let about = reference(&child.resource, &key, &created.uid().unwrap_or_default());
                 let note = format!("Created {}: {}", kind.to_lowercase(), key.name);
                 self.host_event(EventType::Normal, "SuccessfulCreate", "Create", note, Some(about));
                 Ok(())
@@ -194,9 +203,10 @@ impl Act<'_> {
         if self.observed.child(&child.key()).is_none() {
             return self.create(child).await;
         }
-        let name = child.key().name;
+        let key = child.key();
+        let name = &key.name;
         let pp = PatchParams::apply(self.manager).force();
-        match self.api(&child.resource).patch(&name, &pp, &Patch::Apply(&child.object)).await {
+        match self.api(&child.resource, &key).patch(name, &pp, &Patch::Apply(&child.object)).await {
             Ok(_) => Ok(()),
             Err(e) => {
                 let note = format!("Error applying {} {name}: {}", child.resource.kind.to_lowercase(), refusal(&e));
@@ -208,7 +218,7 @@ impl Act<'_> {
 
     async fn delete(&self, doomed: &Doomed) -> Result<()> {
         let name = &doomed.key.name;
-        let about = reference(&doomed.resource, self.ns, name, &doomed.uid);
+        let about = reference(&doomed.resource, &doomed.key, &doomed.uid);
         let kind = doomed.resource.kind.to_lowercase();
         // The UID precondition: if the child was replaced by a namesake since the
         // policy decided, the namesake is left alone.
@@ -216,7 +226,7 @@ impl Act<'_> {
             preconditions: Some(Preconditions { uid: Some(doomed.uid.clone()), resource_version: None }),
             ..DeleteParams::default()
         };
-        match self.api(&doomed.resource).delete(name, &dp).await {
+        match self.api(&doomed.resource, &doomed.key).delete(name, &dp).await {
             Ok(_) => {
                 self.ctx.expectations.expect_deletion(&self.observed.parent_ref(), doomed.key.clone());
                 let note = format!("Deleted {kind}: {name}");
@@ -241,7 +251,7 @@ impl Act<'_> {
     fn policy_event(&self, note: &Note) {
         let about = note.regarding.as_ref().and_then(|k| {
             let seen = self.observed.child(k)?;
-            Some(reference(&seen.resource, self.ns, &k.name, &seen.object.uid().unwrap_or_default()))
+            Some(reference(&seen.resource, k, &seen.object.uid().unwrap_or_default()))
         });
         let t = if note.warning { EventType::Warning } else { EventType::Normal };
         let ev = event(t, &note.reason, "Reconcile", note.message.clone(), about);
@@ -260,12 +270,12 @@ fn refusal(e: &kube::Error) -> String {
 }
 
 /// A reference to a child for Events, from what is known without fetching it.
-fn reference(resource: &ApiResource, namespace: &str, name: &str, uid: &str) -> ObjectReference {
+fn reference(resource: &ApiResource, key: &ChildKey, uid: &str) -> ObjectReference {
     ObjectReference {
         api_version: Some(resource.api_version.clone()),
         kind: Some(resource.kind.clone()),
-        namespace: Some(namespace.into()),
-        name: Some(name.into()),
+        namespace: Some(key.namespace.clone()).filter(|ns| !ns.is_empty()),
+        name: Some(key.name.clone()),
         uid: Some(uid.into()),
         ..ObjectReference::default()
     }

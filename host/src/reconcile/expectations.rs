@@ -134,7 +134,7 @@ mod tests {
     }
 
     fn pod(name: &str) -> ChildKey {
-        ChildKey { api_version: "v1".into(), kind: "Pod".into(), name: name.into() }
+        ChildKey::of("v1", "Pod", "ns", name)
     }
 
     #[test]

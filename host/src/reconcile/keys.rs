@@ -8,22 +8,45 @@ use crate::kubernetes::object::Object;
 /// The parent's key: its kind, namespace and name.
 pub type ParentRef = ObjectRef<Object>;
 
-/// Names one child: its kind and name (children share the parent's namespace).
+/// Names one child: its kind, namespace and name. A namespaced parent's children share
+/// its namespace; a cluster-scoped parent's are cluster-scoped or in namespaces it was
+/// granted, so the namespace is part of the key ("" for a cluster-scoped kind).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ChildKey {
     pub api_version: String,
     pub kind: String,
+    pub namespace: String,
     pub name: String,
 }
 
 impl ChildKey {
-    pub fn new(resource: &ApiResource, name: &str) -> Self {
-        ChildKey { api_version: resource.api_version.clone(), kind: resource.kind.clone(), name: name.into() }
+    pub fn new(resource: &ApiResource, namespace: &str, name: &str) -> Self {
+        ChildKey {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The key of a child of `kind` (`apiVersion`, `kind`) named `name` in `namespace`.
+    pub fn of(api_version: &str, kind: &str, namespace: &str, name: &str) -> Self {
+        ChildKey { api_version: api_version.into(), kind: kind.into(), namespace: namespace.into(), name: name.into() }
+    }
+
+    /// Whether `obj` is the object this key names.
+    pub fn names(&self, obj: &Object) -> bool {
+        obj.metadata.name.as_deref() == Some(self.name.as_str())
+            && obj.metadata.namespace.as_deref().unwrap_or_default() == self.namespace
     }
 }
 
 impl std::fmt::Display for ChildKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.kind, self.name)
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
     }
 }

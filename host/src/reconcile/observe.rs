@@ -48,9 +48,12 @@ impl Observed {
 
     /// The child of `key`, if the parent controls one.
     pub fn child(&self, key: &ChildKey) -> Option<&Observation> {
-        self.children.iter().find(|c| {
-            c.resource.api_version == key.api_version && c.resource.kind == key.kind && c.object.name_any() == key.name
-        })
+        find(&self.children, key)
+    }
+
+    /// The namespace of the parent: "" when it is cluster-scoped.
+    pub fn namespace(&self) -> String {
+        self.parent.namespace().unwrap_or_default()
     }
 }
 
@@ -73,6 +76,7 @@ pub fn gather(
 ) -> Observed {
     let uid = parent.uid().unwrap_or_default();
     let ns = parent.namespace().unwrap_or_default();
+    let cluster_parent = resolved.parent_is_cluster_scoped();
     let mut children = Vec::new();
     for resource in &resolved.children {
         let Some(cache) = caches.children(resource) else { continue };
@@ -88,18 +92,29 @@ pub fn gather(
     for (resource, kind) in &resolved.related {
         let Some(selector) = related_selector(kind, parent.as_ref()) else { continue };
         for cache in [caches.children(resource), caches.unmanaged(resource)].into_iter().flatten() {
-            let hits = cache.store.in_namespace(&ns, |o| matches(&selector, o.labels()));
+            let selected = |o: &Object| matches(&selector, o.labels());
+            // A namespaced parent reads its own namespace; a cluster-scoped one every
+            // namespace, and cluster-scoped objects are in none.
+            let hits = if resolved.is_cluster_scoped(resource) {
+                cache.store.in_namespace("", selected)
+            } else if cluster_parent {
+                cache.store.matching(selected)
+            } else {
+                cache.store.in_namespace(&ns, selected)
+            };
             related.extend(hits.into_iter().map(|object| Observation { resource: cache.resource.clone(), object }));
         }
     }
     let parent_ref = ObjectRef::from_obj_with(parent.as_ref(), parent_resource.clone());
-    let in_flight = expectations.in_flight(&parent_ref, |key| {
-        let child = children.iter().find(|c| {
-            c.resource.kind == key.kind && c.resource.api_version == key.api_version && c.object.name_any() == key.name
-        });
-        Seen::of(child.map(|c| c.object.as_ref()))
-    });
+    let in_flight =
+        expectations.in_flight(&parent_ref, |key| Seen::of(find(&children, key).map(|c| c.object.as_ref())));
     Observed { parent, parent_resource: parent_resource.clone(), children, related, in_flight, now: now_millis() }
+}
+
+fn find<'a>(observations: &'a [Observation], key: &ChildKey) -> Option<&'a Observation> {
+    observations
+        .iter()
+        .find(|c| c.resource.api_version == key.api_version && c.resource.kind == key.kind && key.names(&c.object))
 }
 
 /// `obj` as Events reference it.
@@ -150,6 +165,8 @@ pub mod fixtures {
             children: vec![pods(), deployments(), podset_test_support::objects::configmaps()],
             related: Vec::new(),
             finalizer: finalizer.map(String::from),
+            cluster_scoped: Default::default(),
+            reach: Default::default(),
         }
     }
 }

@@ -48,7 +48,12 @@ pub struct Child {
 
 impl Child {
     pub fn key(&self) -> ChildKey {
-        ChildKey::new(&self.resource, self.object.metadata.name.as_deref().unwrap_or_default())
+        let meta = &self.object.metadata;
+        ChildKey::new(
+            &self.resource,
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
     }
 }
 

@@ -154,7 +154,7 @@ impl Shadows {
 fn work(jobs: &Receiver<Job>, shared: &Shared) {
     while let Ok(job) = jobs.recv() {
         let live: Side = match &job.live {
-            Ok(actions) => Ok(Normal::of_actions(actions)),
+            Ok(actions) => Ok(Normal::of_actions(actions, &job.observed.namespace())),
             Err(reason) => Err(reason.clone()),
         };
         let object = object_name(&job.observed);
@@ -202,7 +202,7 @@ pub fn judge(shadow: &Shadow, observed: &Observed, live: &Side) -> Verdict {
         Ok(d) => d,
         Err(e) => return Verdict::Failed(format!("{}: {e}", e.reason())),
     };
-    let normal = Normal::of_actions(&decision.actions);
+    let normal = Normal::of_actions(&decision.actions, &observed.namespace());
     // The same checks as the live actions: a shadow that decides what would be refused
     // is not one to promote.
     let plan = plan_for(decision.actions, observed);

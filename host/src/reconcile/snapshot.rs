@@ -21,6 +21,7 @@ use super::translate::input_for;
 use crate::contract::declarations::{kind_name, to_gvk};
 use crate::kubernetes::access::{AccessError, discover_all};
 use crate::kubernetes::object::Object;
+use crate::kubernetes::scope::api_for;
 use crate::kubernetes::watches::{Scope, Watched};
 use crate::sandbox::Policy;
 
@@ -80,7 +81,10 @@ pub async fn snapshot(
             asked: kind.into(),
         });
     }
-    let parents: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resolved.parent);
+    // A cluster-scoped parent's children may be anywhere: every kind is listed whole.
+    let cluster_parent = resolved.parent_is_cluster_scoped();
+    let at = |resource: &ApiResource| (!cluster_parent && !resolved.is_cluster_scoped(resource)).then_some(namespace);
+    let parents: Api<DynamicObject> = api_for(client, &resolved.parent, at(&resolved.parent));
     let Some(parent) = parents.get_opt(name).await? else {
         return Err(SnapshotError::NotFound { kind: kind.into(), namespace: namespace.into(), name: name.into() });
     };
@@ -91,7 +95,7 @@ pub async fn snapshot(
             continue;
         }
         let cache = Watched::new(resource, Scope::Children);
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
+        let api: Api<DynamicObject> = api_for(client, resource, at(resource));
         for object in api.list(&ListParams::default()).await?.items {
             cache.store.apply(Event::Apply(Object::from(object)));
         }
@@ -103,8 +107,9 @@ pub async fn snapshot(
     let decision = policy.decide(&input);
     redact(&mut input);
     let title = format!(
-        "{} {namespace}/{name} (resourceVersion {}) by {}",
+        "{} {} (resourceVersion {}) by {}",
         resolved.parent.kind,
+        if cluster_parent { name.to_string() } else { format!("{namespace}/{name}") },
         parent.resource_version().unwrap_or_default(),
         policy.label()
     );

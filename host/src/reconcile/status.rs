@@ -20,6 +20,7 @@ use serde_json::{Map, Value};
 use super::keys::ParentRef;
 use crate::conditions::{self, HOST_CONDITIONS};
 use crate::kubernetes::object::Object;
+use crate::kubernetes::scope::api_for;
 use crate::reconcile::error::Result;
 
 /// The status field in which the host records the digest of the policy that decided
@@ -164,8 +165,7 @@ pub async fn write(
     body.metadata.namespace = key.namespace.clone();
     body.metadata.resource_version = Some(rv.clone());
     body.data = serde_json::json!({ "status": next });
-    let ns = key.namespace.as_deref().unwrap_or_default();
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &key.dyntype);
+    let api: Api<DynamicObject> = api_for(client, &key.dyntype, key.namespace.as_deref());
     match api.replace_status(&parent.name_any(), &PostParams::default(), &body).await {
         Ok(updated) => {
             let after = updated.resource_version().unwrap_or_default();

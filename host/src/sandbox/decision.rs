@@ -10,6 +10,16 @@ pub enum Input {
     Reconcile(reconciler::Input),
 }
 
+impl Input {
+    /// The namespace of the object decided for: "" when it is cluster-scoped.
+    pub fn parent_namespace(&self) -> &str {
+        match self {
+            Input::PodSet(i) => &i.podset.namespace,
+            Input::Reconcile(i) => &i.parent.meta.namespace,
+        }
+    }
+}
+
 /// What a policy decided, in its world's types.
 #[derive(Clone, Debug, PartialEq, serde::Deserialize, serde::Serialize)]
 pub enum Actions {

@@ -8,9 +8,10 @@
 //!   PodSet world's `prefix`) and the object's content: the server's suffix is never
 //!   part of a decision;
 //! - objects and statuses compare as JSON values (key order and formatting do not
-//!   matter), ignoring what the host sets itself: a child's `metadata.namespace` and
-//!   `metadata.ownerReferences`, and the host's own conditions (`PolicyFailed`,
-//!   `ReconcileFailed`) in a status;
+//!   matter), ignoring what the host sets itself: a namespaced parent's child's
+//!   `metadata.namespace` (a cluster-scoped parent's children name theirs, so it
+//!   counts), `metadata.ownerReferences`, and the host's own conditions
+//!   (`PolicyFailed`, `ReconcileFailed`) in a status;
 //! - applies and Events compare in order;
 //! - `requeue-after` is ignored: it changes when the next look happens, not what is done.
 //!
@@ -42,6 +43,10 @@ pub struct Normal {
     pub events: Vec<Value>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub finalize: bool,
+    /// The decision is for a cluster-scoped parent: its children's namespaces are the
+    /// policy's choice, not the host's, and are compared.
+    #[serde(skip)]
+    pub cluster_scoped_parent: bool,
 }
 
 /// One side of a comparison: the decision, or why there was none.
@@ -64,9 +69,10 @@ impl Outcome {
 }
 
 impl Normal {
-    /// The normal form of a world's actions, as a policy returned them.
-    pub fn of_actions(actions: &Actions) -> Normal {
-        let mut n = Normal::default();
+    /// The normal form of a world's actions, as a policy returned them for a parent in
+    /// `parent_namespace` ("" when cluster-scoped).
+    pub fn of_actions(actions: &Actions, parent_namespace: &str) -> Normal {
+        let mut n = Normal { cluster_scoped_parent: parent_namespace.is_empty(), ..Normal::default() };
         let Yaml::Sequence(list) = readable(actions) else { return n };
         for action in list {
             let Yaml::Tagged(t) = action else { continue };
@@ -94,7 +100,9 @@ impl Normal {
     pub fn normalise(mut self) -> Normal {
         for object in self.creates.iter_mut().chain(self.applies.iter_mut()) {
             if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.remove("namespace");
+                if !self.cluster_scoped_parent {
+                    meta.remove("namespace");
+                }
                 meta.remove("ownerReferences");
             }
         }
@@ -215,6 +223,20 @@ mod tests {
         assert!(!compare(&Ok(a.clone()), &Ok(c), ("a", "b")).agrees());
         let d = Normal { creates: vec![pod("x-")], status: Some(json!({"replicas": 2})), ..Normal::default() };
         assert!(!compare(&Ok(a), &Ok(d.normalise()), ("a", "b")).agrees());
+    }
+
+    #[test]
+    fn a_cluster_scoped_parents_children_compare_by_their_namespace() {
+        let placed = |ns: &str| {
+            let mut p = pod("x-");
+            p["metadata"]["namespace"] = json!(ns);
+            Normal { creates: vec![p], cluster_scoped_parent: true, ..Normal::default() }.normalise()
+        };
+        assert!(compare(&Ok(placed("acme")), &Ok(placed("acme")), ("a", "b")).agrees());
+        let Outcome::Differ { diff } = compare(&Ok(placed("acme")), &Ok(placed("other")), ("a", "b")) else {
+            panic!("children in two namespaces agree")
+        };
+        assert!(diff.contains("acme") && diff.contains("other"), "{diff}");
     }
 
     #[test]

@@ -88,7 +88,10 @@ impl Scenario {
     /// The expected decision, in the form [`compare`](super::compare::compare) compares.
     pub fn expected(&self, policy: &Policy) -> Result<Side, Failure> {
         match (&self.expect.actions, &self.expect.error) {
-            (Some(actions), _) => Ok(Ok(Normal::of_actions(&expected_actions(policy, actions.clone())?))),
+            (Some(actions), _) => {
+                let parent_namespace = self.input(policy)?.parent_namespace().to_string();
+                Ok(Ok(Normal::of_actions(&expected_actions(policy, actions.clone())?, &parent_namespace)))
+            }
             (None, error) => Ok(Err(error.clone().unwrap_or_default())),
         }
     }
@@ -122,7 +125,8 @@ impl Scenario {
 
 /// What `policy` decides for `input`, in the form [`compare`](super::compare::compare) compares.
 pub fn decided(policy: &Policy, input: &Input) -> Side {
-    policy.decide(input).map(|d| Normal::of_actions(&d.actions)).map_err(|e| e.reason().to_string())
+    let parent_namespace = input.parent_namespace();
+    policy.decide(input).map(|d| Normal::of_actions(&d.actions, parent_namespace)).map_err(|e| e.reason().to_string())
 }
 
 /// A decision as a scenario file (`policy test` and `policy replay` read it): `input`,
@@ -224,8 +228,8 @@ mod tests {
         let expected: Vec<Action> =
             serde_yaml::from_value(embed_json(s.expect.actions.clone().expect("actions"), false)).expect("actions");
         assert_eq!(
-            crate::scenario::compare::Normal::of_actions(&Actions::Reconcile(expected)),
-            crate::scenario::compare::Normal::of_actions(&actions)
+            crate::scenario::compare::Normal::of_actions(&Actions::Reconcile(expected), "ns"),
+            crate::scenario::compare::Normal::of_actions(&actions, "ns")
         );
         let failed = write("x", "sha256:00", &input, Err("PolicyTrapped"));
         let s: Scenario = serde_yaml::from_str(&failed).expect("a scenario");

@@ -25,8 +25,8 @@ use tracing::{info, warn};
 
 use super::image::{self, Request};
 use super::policy_status::{self, Outcome, Refusal};
-use super::{Sources, admit, decides};
-use crate::crd::{ImageStatus, ReconcilePolicy};
+use super::{Sources, admit, decides, namespaced_source};
+use crate::crd::{ImageStatus, Reach, ReconcilePolicy};
 use crate::kubernetes::cache::reflected;
 use crate::kubernetes::events::{Origin, event};
 use crate::registry::{PolicyRef, ShadowSource};
@@ -262,7 +262,8 @@ async fn load(rp: &ReconcilePolicy, src: &Sources) -> Result<(Outcome, Option<Im
         Ok(policy) => policy,
         Err(e) => return Ok((Refusal::new(e.reason(), e.to_string()).into(), image)),
     };
-    match admit(&src.ctx, policy).await {
+    // No reach: a ReconcilePolicy's writer is a tenant of its namespace.
+    match admit(&src.ctx, policy, &Reach::default()).await.and_then(namespaced_source) {
         Ok(admitted) => {
             let admitted = Arc::new(admitted);
             src.ctx.registry.serve(&key, admitted.clone());

@@ -157,8 +157,10 @@ pub async fn load(src: &Arc<Sources>, path: &Path, mode: PolicyMode) -> Result<O
     }
     let policy =
         src.ctx.engine.load_async(bytes).await.map_err(|source| FileError::Load { path: path.into(), source })?;
-    let admitted =
-        Arc::new(admit(&src.ctx, policy).await.map_err(|source| FileError::Access { path: path.into(), source })?);
+    let reach = src.reaches.get(&policy.info().name).cloned().unwrap_or_default();
+    let admitted = Arc::new(
+        admit(&src.ctx, policy, &reach).await.map_err(|source| FileError::Access { path: path.into(), source })?,
+    );
     let kind = admitted.parent_kind();
     if let Some(other) = src.ctx.registry.file_serving(&kind, mode, path) {
         let (path, kind) = (path.into(), kind_name(&kind));

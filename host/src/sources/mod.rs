@@ -7,12 +7,13 @@ pub mod file;
 pub mod image;
 pub mod policy_status;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::crd::Reach;
 use crate::kubernetes::access::{self, AccessError};
 use crate::kubernetes::cache::Caches;
 use crate::kubernetes::object::Object;
@@ -40,7 +41,14 @@ pub struct Sources {
     /// The `--policy oci://` references served from the cache because their registry
     /// is unreachable: said once when it goes, once when it is back.
     pub registry_down: Mutex<HashSet<String>>,
+    /// What the administrator granted file policies beyond their parents' namespaces.
+    pub reaches: Reaches,
 }
+
+/// The administrator's grants to file policies (`--reach`), by the name their module
+/// declares. A ReconcilePolicy gets none: whoever may create one in a namespace must
+/// not be able to grant it more than that namespace.
+pub type Reaches = BTreeMap<String, Reach>;
 
 /// The knobs of [`Sources`] beside the context.
 pub struct SourceSettings {
@@ -49,6 +57,7 @@ pub struct SourceSettings {
     pub module_cache: Option<oci::cache::Cache>,
     pub trust: Trust,
     pub registry_poll: Duration,
+    pub reaches: Reaches,
 }
 
 impl Sources {
@@ -61,6 +70,7 @@ impl Sources {
             trust: settings.trust,
             registry_poll: settings.registry_poll,
             registry_down: Mutex::default(),
+            reaches: settings.reaches,
         })
     }
 
@@ -75,10 +85,19 @@ impl Sources {
 }
 
 /// Resolves what `policy` declares against the API server and checks the operator may
-/// act on it: only then may it decide anything.
-pub async fn admit(ctx: &Context, policy: Arc<Policy>) -> Result<Admitted, AccessError> {
-    let resolved = access::resolve(&ctx.client, ctx.namespace.as_deref(), policy.declarations()).await?;
+/// act on it, with what `reach` grants: only then may it decide anything.
+pub async fn admit(ctx: &Context, policy: Arc<Policy>, reach: &Reach) -> Result<Admitted, AccessError> {
+    let resolved = access::resolve(&ctx.client, ctx.namespace.as_deref(), policy.declarations(), reach).await?;
     Ok(Admitted { policy, resolved })
+}
+
+/// A ReconcilePolicy decides the parents of its own namespace: a policy for a
+/// cluster-scoped kind is refused there (the operator's `--policy` files serve those).
+pub fn namespaced_source(admitted: Admitted) -> Result<Admitted, AccessError> {
+    if admitted.resolved.parent_is_cluster_scoped() {
+        return Err(AccessError::ClusterScopedPolicy { kind: admitted.resolved.parent.kind.clone() });
+    }
+    Ok(admitted)
 }
 
 /// After the registry changed: the controllers match what is served now, and every

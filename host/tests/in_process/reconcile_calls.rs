@@ -115,7 +115,14 @@ impl Rig {
             recorder: None,
         };
         let ctx = Context::new(client, engine, settings, CancellationToken::new()).expect("a context");
-        let resolved = Resolved { parent: podsets(), children: vec![pods()], related: Vec::new(), finalizer: None };
+        let resolved = Resolved {
+            parent: podsets(),
+            children: vec![pods()],
+            related: Vec::new(),
+            finalizer: None,
+            cluster_scoped: Default::default(),
+            reach: Default::default(),
+        };
         Rig { ctx, admitted: Admitted { policy, resolved }, seen }
     }
 

@@ -134,9 +134,7 @@ pub fn plan(actions: Vec<Action>, observed: &Observed) -> Result<Plan, Rejection
                 creates += 1;
                 plan.creates.push(pod(&view, &c));
             }
-            Action::DeletePod(name) => {
-                plan.deletes.push(ChildKey { api_version: "v1".into(), kind: "Pod".into(), name })
-            }
+            Action::DeletePod(name) => plan.deletes.push(ChildKey::of("v1", "Pod", "", &name)),
             Action::UpdateStatus(s) => {
                 check_status(&s, observed, &owned)?;
                 plan.status = Some(status_json(&s, &view.status, observed.parent.metadata.generation));
@@ -419,10 +417,7 @@ mod tests {
         let e = plan(vec![prefix(), prefix()], &o).expect_err("too many");
         assert!(e.to_string().contains("allows 1"), "{e}");
         let mut busy = o.clone();
-        busy.in_flight = Flight {
-            creations: vec![ChildKey { api_version: "v1".into(), kind: "Pod".into(), name: "web-b".into() }],
-            deletions: Vec::new(),
-        };
+        busy.in_flight = Flight { creations: vec![ChildKey::of("v1", "Pod", "ns", "web-b")], deletions: Vec::new() };
         assert!(plan(vec![prefix()], &busy).is_err());
         assert!(plan(vec![prefix()], &o).is_ok());
         let o = observed(podset(2), Vec::new());
@@ -520,7 +515,7 @@ mod tests {
     #[test]
     fn the_policy_sees_its_pods_and_what_is_in_flight() {
         let mut o = observed(podset(3), vec![(pods(), pod("web-a", "Running")), (pods(), pod("web-b", "Pending"))]);
-        o.in_flight.deletions = vec![ChildKey { api_version: "v1".into(), kind: "Pod".into(), name: "web-b".into() }];
+        o.in_flight.deletions = vec![ChildKey::of("v1", "Pod", "ns", "web-b")];
         let i = input(&o).expect("input");
         assert_eq!((i.podset.replicas, i.podset.generation, i.pods.len()), (3, 2, 2));
         assert_eq!(i.pods[0].phase, PodPhase::Running);
