@@ -18,5 +18,6 @@ mod restart;
 mod sequences;
 mod shadow;
 mod shards;
+mod tenant;
 mod time_travel;
 mod watch_streams;
