@@ -52,7 +52,7 @@ pull_secret() {
 # The kustomization as this cluster takes it: the image and the watched namespace.
 render() {
   [ -f manifests/policy/podset.wasm ] && [ -f manifests/policy/memcached.wasm ] \
-    && [ -f manifests/policy/netperf.wasm ] \
+    && [ -f manifests/policy/netperf.wasm ] && [ -f manifests/policy/tenant.wasm ] \
     || die "manifests/policy/ has no policy modules: run hack/deploy.sh deploy (it builds them)"
   kubectl kustomize manifests/ | python3 -c '
 import sys
@@ -69,6 +69,12 @@ for line in sys.stdin.read().split("\n"):
         indent = line[: line.index("serviceAccountName")]
         out += [line, indent + "imagePullSecrets:", indent + "  - name: " + secret]
         continue
+    # An operator limited to one namespace cannot serve a cluster-scoped parent: the
+    # Tenant policy and its grant go only with WATCH_NAMESPACE empty.
+    # (kustomize renders the args one per line: drop the value and the flag before it.)
+    if ns and stripped in ("- /policies/tenant.wasm", "- /policies/tenant-reach.yaml"):
+        out.pop()
+        continue
     if stripped == "image: podset-host:0.1.0":
         line = line.replace("podset-host:0.1.0", img)
     elif stripped == "- name: WATCH_NAMESPACE":
@@ -84,7 +90,8 @@ print("\n".join(out))
 policies() {
   hack/policy.sh >/dev/null
   mkdir -p manifests/policy
-  cp target/policy/podset.wasm target/policy/memcached.wasm target/policy/netperf.wasm manifests/policy/
+  cp target/policy/podset.wasm target/policy/memcached.wasm target/policy/netperf.wasm target/policy/tenant.wasm \
+    manifests/policy/
 }
 
 case "${1:-}" in

@@ -87,10 +87,16 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     assert!(quotas.get_opt("tenant").await.expect("list").is_none(), "nothing was written inside");
     assert!(op.terminate(Duration::from_secs(10)), "the operator stops on TERM");
 
-    // With the grant of manifests/reach/tenant.yaml: everything, and a Ready status.
+    // With the grant of manifests/reach/tenant.yaml, as the operator's ServiceAccount
+    // with the shipped least-privilege RBAC: everything, and a Ready status.
     let full = grant(dir.path(), true);
-    let mut op =
-        Operator::spawn_cluster_wide("tenant", &[&module], &kubeconfig, &["--reach", full.to_str().expect("utf-8")]);
+    let service_account = common::service_account_kubeconfig(&client, dir.path()).await;
+    let mut op = Operator::spawn_cluster_wide(
+        "tenant",
+        &[&module],
+        &service_account,
+        &["--reach", full.to_str().expect("utf-8")],
+    );
     op.ready().await;
     eventually("the Tenant is Ready", T, || async {
         let t = api.get(&name).await.ok()?;
@@ -118,5 +124,7 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
         gone.then_some(())
     })
     .await;
+    let log = std::fs::read_to_string(&op.log).expect("operator log");
+    assert!(!log.to_lowercase().contains("forbidden"), "the operator was refused something:\n{log}");
     assert!(op.terminate(Duration::from_secs(10)), "the operator stops on TERM");
 }
