@@ -78,6 +78,11 @@ struct RunArgs {
     /// one shard of several operator Deployments, each with its own Lease.
     #[arg(long, env = "NAMESPACE_SELECTOR", conflicts_with = "namespace")]
     namespace_selector: Option<String>,
+    /// As a shard (--namespace-selector), also serve the parents of cluster-scoped
+    /// kinds (a Tenant): give it to exactly one shard of the set. An unsharded
+    /// operator serves them anyway.
+    #[arg(long, env = "CLUSTER_SCOPED_PARENTS", requires = "namespace_selector")]
+    cluster_scoped_parents: bool,
     /// Objects of one kind reconciled at once.
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 8)]
     concurrency: u16,
@@ -290,6 +295,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 registry_poll: args.registry_poll,
                 trust: args.trust.trust(),
                 namespace_selector: args.namespace_selector,
+                cluster_scoped_parents: args.cluster_scoped_parents,
                 concurrency: args.concurrency,
                 debounce: args.debounce,
                 resync: args.resync,

@@ -56,6 +56,8 @@ pub struct Settings {
     pub namespace: Option<String>,
     /// As one shard: only the namespaces whose labels match this selector.
     pub namespace_selector: Option<String>,
+    /// As that shard, also serve the parents of cluster-scoped kinds.
+    pub cluster_scoped_parents: bool,
     /// This replica's name: in the Lease, and in the User-Agent of its requests, so
     /// that audit logs tell replicas and shards apart.
     pub identity: String,
@@ -136,7 +138,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
     .await?;
     let (shard, selected) = match &settings.namespace_selector {
         Some(selector) => {
-            let (shard, selected) = Shard::selected(&client, selector);
+            let (shard, selected) = Shard::selected(&client, selector, settings.cluster_scoped_parents);
             (shard, selected.boxed())
         }
         None => (Shard::all(), futures::stream::empty().boxed()),

@@ -71,17 +71,6 @@ impl Operator {
         Self::spawn_scoped(namespace, vec!["--namespace".into(), namespace.into()], policies, kubeconfig, extra)
     }
 
-    /// The operator watching every namespace (cluster-scoped parents need one); its
-    /// log is named after `name`.
-    pub fn spawn_cluster_wide(
-        name: &str,
-        policies: &[&std::path::Path],
-        kubeconfig: &std::path::Path,
-        extra: &[&str],
-    ) -> Operator {
-        Self::spawn_scoped(name, Vec::new(), policies, kubeconfig, extra)
-    }
-
     /// One shard: the operator serving the namespaces whose labels match `selector`;
     /// its log is named after `name`.
     pub fn spawn_shard(

@@ -7,8 +7,11 @@
 //! A shard filters rather than scoping its watches, because the API server cannot
 //! select objects by their namespace's labels: the caches still hold every
 //! namespace, and what a shard does not serve it never reconciles or writes to.
-//! Cluster-scoped parents belong to no namespace and so to no shard; only an
-//! unsharded operator serves them.
+//! Cluster-scoped parents belong to no namespace and so to no shard: an unsharded
+//! operator serves them, and among shards the one started with
+//! `--cluster-scoped-parents` (one shard of the set; two would both reconcile them).
+//! That shard writes their children wherever they were granted, in namespaces that
+//! may carry another shard's label: a shard partitions the parents it reconciles.
 
 use std::collections::HashSet;
 
@@ -29,6 +32,8 @@ pub struct Shard(Option<Selected>);
 #[derive(Clone)]
 struct Selected {
     selector: String,
+    /// This shard also serves the cluster-scoped parents.
+    cluster_scoped: bool,
     namespaces: Store<PartialObjectMeta<Namespace>>,
     health: CacheHealth,
 }
@@ -42,14 +47,21 @@ impl Shard {
     /// The namespaces whose labels match `selector` (a label selector, as
     /// `kubectl get -l` takes it), and the changes to that set as they happen. The
     /// stream must be polled for the shard to learn anything.
-    pub fn selected(client: &Client, selector: &str) -> (Self, impl Stream<Item = Change> + Send + use<>) {
+    /// `cluster_scoped`: this shard also serves the parents of cluster-scoped kinds.
+    pub fn selected(
+        client: &Client,
+        selector: &str,
+        cluster_scoped: bool,
+    ) -> (Self, impl Stream<Item = Change> + Send + use<>) {
         let writer = reflector::store::Writer::default();
         let namespaces = writer.as_reader();
         let health = CacheHealth::new(format!("namespaces matching {selector}"));
         // Metadata only: labels are all a shard reads of a namespace.
         let api: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
         let events = reflected(api, watcher::Config::default().labels(selector), writer, health.clone());
-        let shard = Shard(Some(Selected { selector: selector.to_string(), namespaces: namespaces.clone(), health }));
+        let selected =
+            Selected { selector: selector.to_string(), cluster_scoped, namespaces: namespaces.clone(), health };
+        let shard = Shard(Some(selected));
         (shard, changes(events, namespaces))
     }
 
@@ -58,7 +70,7 @@ impl Shard {
     pub fn serves(&self, namespace: Option<&str>) -> bool {
         match (&self.0, namespace) {
             (None, _) => true,
-            (Some(_), None) => false,
+            (Some(s), None) => s.cluster_scoped,
             (Some(s), Some(ns)) => s.namespaces.get(&ObjectRef::new(ns)).is_some(),
         }
     }
@@ -153,6 +165,19 @@ mod tests {
             assert!(name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'), "{name}");
             assert!(!name.ends_with('-') && !name.contains("--"), "{name}");
         }
+    }
+
+    #[test]
+    fn cluster_scoped_parents_are_served_unsharded_and_by_the_one_shard_given_them() {
+        let shard = |cluster_scoped: bool| {
+            let (namespaces, _) = reflector::store::<PartialObjectMeta<Namespace>>();
+            let health = CacheHealth::new("test");
+            Shard(Some(Selected { selector: "shard=a".into(), cluster_scoped, namespaces, health }))
+        };
+        assert!(Shard::all().serves(None));
+        assert!(!shard(false).serves(None), "a shard without --cluster-scoped-parents");
+        assert!(shard(true).serves(None), "the shard with it");
+        assert!(!shard(true).serves(Some("not-selected")), "and still only its namespaces' parents");
     }
 
     #[tokio::test]

@@ -44,19 +44,19 @@ pub enum Rejection {
     #[error("{kind} is not a kind this policy declared as a child")]
     UndeclaredKind { kind: String },
     #[error("{key}: namespace {namespace:?} is not the parent's namespace {parent:?}")]
-    OtherNamespace { key: ChildKey, namespace: String, parent: String },
+    OtherNamespace { key: Box<ChildKey>, namespace: String, parent: String },
     #[error("{key}: {kind} is cluster-scoped, so it has no metadata.namespace")]
-    ClusterScopedNamespace { key: ChildKey, kind: String },
+    ClusterScopedNamespace { key: Box<ChildKey>, kind: String },
     #[error("{key}: the parent is cluster-scoped, so a namespaced child names its metadata.namespace")]
-    NamespaceRequired { key: ChildKey },
+    NamespaceRequired { key: Box<ChildKey> },
     #[error(
         "{key}: the policy may not write in namespace {namespace:?} (reach.namespaces: granted {granted}; owned namespaces {owned})"
     )]
-    NotReachable { key: ChildKey, namespace: String, granted: String, owned: String },
+    NotReachable { key: Box<ChildKey>, namespace: String, granted: String, owned: String },
     #[error("{key} names children in {count} namespaces; contract 0.3 keys carry no namespace, so it cannot say which")]
-    Ambiguous { key: ChildKey, count: usize },
+    Ambiguous { key: Box<ChildKey>, count: usize },
     #[error("{key} is not a child this parent controls")]
-    NotOwned { key: ChildKey },
+    NotOwned { key: Box<ChildKey> },
     #[error("{what} {value:?}: {why}")]
     InvalidSyntax { what: String, value: String, why: String },
     #[error("{what} is set by the host, not by policies")]
@@ -130,7 +130,7 @@ pub fn check(plan: Plan, observed: &Observed, resolved: &Resolved) -> Result<Che
     }
     for key in plan.deletes {
         let key = locate(key, observed, resolved)?;
-        let seen = observed.child(&key).ok_or_else(|| Rejection::NotOwned { key: key.clone() })?;
+        let seen = observed.child(&key).ok_or_else(|| Rejection::NotOwned { key: Box::new(key.clone()) })?;
         if !out.deletes.iter().any(|d| d.key == key) {
             let uid = seen.object.uid().unwrap_or_default();
             out.deletes.push(Doomed { resource: seen.resource.clone(), key, uid });
@@ -229,9 +229,9 @@ pub fn locate(key: ChildKey, observed: &Observed, resolved: &Resolved) -> Result
         .map(|c| c.object.namespace().unwrap_or_default())
         .collect();
     match namespaces.len() {
-        0 => Err(Rejection::NotOwned { key }),
+        0 => Err(Rejection::NotOwned { key: Box::new(key) }),
         1 => Ok(ChildKey { namespace: namespaces.remove(0), ..key }),
-        count => Err(Rejection::Ambiguous { key, count }),
+        count => Err(Rejection::Ambiguous { key: Box::new(key), count }),
     }
 }
 
@@ -308,19 +308,21 @@ fn placed(
 ) -> Result<Option<String>, Rejection> {
     if cluster_kind {
         return match asked {
-            Some(_) => Err(Rejection::ClusterScopedNamespace { key: key.clone(), kind: key.kind.clone() }),
+            Some(_) => Err(Rejection::ClusterScopedNamespace { key: Box::new(key.clone()), kind: key.kind.clone() }),
             None => Ok(None),
         };
     }
     if !parent.namespace.is_empty() {
         return match asked {
-            Some(ns) if ns != parent.namespace => {
-                Err(Rejection::OtherNamespace { key: key.clone(), namespace: ns, parent: parent.namespace.clone() })
-            }
+            Some(ns) if ns != parent.namespace => Err(Rejection::OtherNamespace {
+                key: Box::new(key.clone()),
+                namespace: ns,
+                parent: parent.namespace.clone(),
+            }),
             _ => Ok(Some(parent.namespace.clone())),
         };
     }
-    let ns = asked.ok_or_else(|| Rejection::NamespaceRequired { key: key.clone() })?;
+    let ns = asked.ok_or_else(|| Rejection::NamespaceRequired { key: Box::new(key.clone()) })?;
     let reach = &resolved.reach.namespaces;
     if reach.names.contains(&ns) || (reach.owned && parent.owned_namespaces.contains(&ns)) {
         return Ok(Some(ns));
@@ -330,7 +332,7 @@ fn placed(
         if all.is_empty() { "none".to_string() } else { all.join(", ") }
     };
     Err(Rejection::NotReachable {
-        key: key.clone(),
+        key: Box::new(key.clone()),
         namespace: ns,
         granted: list(&mut reach.names.iter()),
         owned: if reach.owned { list(&mut parent.owned_namespaces.iter()) } else { "not granted".into() },
@@ -353,7 +355,7 @@ fn event(mut note: Note, observed: &Observed, resolved: &Resolved) -> Result<Not
     if let Some(key) = note.regarding.take() {
         let key = locate(key, observed, resolved)?;
         if observed.child(&key).is_none() {
-            return Err(Rejection::NotOwned { key });
+            return Err(Rejection::NotOwned { key: Box::new(key) });
         }
         note.regarding = Some(key);
     }

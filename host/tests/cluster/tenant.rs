@@ -1,7 +1,11 @@
-//! A cluster-scoped parent as a user runs it: the Tenant policy (guest-tenant) served by
-//! an operator that watches every namespace, with the administrator's grant
-//! (manifests/reach/tenant.yaml), against the real API server, garbage collector and
-//! namespace controller.
+//! A cluster-scoped parent as a user runs it: the Tenant policy (guest-tenant) with the
+//! administrator's grant (manifests/reach/tenant.yaml), against the real API server,
+//! garbage collector and namespace controller.
+//!
+//! The operator is the shard that serves cluster-scoped parents (`--cluster-scoped-parents`)
+//! and no namespace (its selector matches none): an operator of every namespace would
+//! also load the ReconcilePolicies and decide the PodSets of the tests running beside
+//! this one.
 
 use podset_test_support as common;
 
@@ -63,11 +67,13 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     // Granted Namespaces but not the namespaces it owns: the namespace is made, and
     // every decision that writes into it is refused, with the reason on the Tenant.
     let narrow = grant(dir.path(), false);
-    let mut op = Operator::spawn_cluster_wide(
+    let no_namespace = format!("podset.dev/tenant-test={name}");
+    let mut op = Operator::spawn_shard(
         "tenant-narrow",
+        &no_namespace,
         &[&module],
         &kubeconfig,
-        &["--reach", narrow.to_str().expect("utf-8")],
+        &["--cluster-scoped-parents", "--reach", narrow.to_str().expect("utf-8")],
     );
     op.ready().await;
     api.create(&PostParams::default(), &tenant(&name)).await.expect("create the Tenant");
@@ -91,11 +97,12 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     // with the shipped least-privilege RBAC: everything, and a Ready status.
     let full = grant(dir.path(), true);
     let service_account = common::service_account_kubeconfig(&client, dir.path()).await;
-    let mut op = Operator::spawn_cluster_wide(
+    let mut op = Operator::spawn_shard(
         "tenant",
+        &no_namespace,
         &[&module],
         &service_account,
-        &["--reach", full.to_str().expect("utf-8")],
+        &["--cluster-scoped-parents", "--reach", full.to_str().expect("utf-8")],
     );
     op.ready().await;
     eventually("the Tenant is Ready", T, || async {
