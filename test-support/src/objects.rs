@@ -22,6 +22,17 @@ pub fn configmaps() -> ApiResource {
     ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&())
 }
 
+/// guest-tenant's cluster-scoped `Tenant` (`tenancy.example.com/v1alpha1`).
+pub fn tenants() -> ApiResource {
+    ApiResource {
+        group: "tenancy.example.com".into(),
+        version: "v1alpha1".into(),
+        api_version: "tenancy.example.com/v1alpha1".into(),
+        kind: "Tenant".into(),
+        plural: "tenants".into(),
+    }
+}
+
 /// The PodSet `web` in namespace `ns`: generation 2, resourceVersion 7.
 pub fn podset(replicas: i32) -> DynamicObject {
     let mut p = DynamicObject::new("web", &podsets()).within("ns");

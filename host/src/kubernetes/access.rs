@@ -246,18 +246,10 @@ async fn allowed(
 mod tests {
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 
+    use podset_test_support::objects::tenants;
+
     use super::*;
     use crate::crd::NamespaceReach;
-
-    fn tenants() -> ApiResource {
-        ApiResource {
-            group: "tenancy.example.com".into(),
-            version: "v1".into(),
-            api_version: "tenancy.example.com/v1".into(),
-            kind: "Tenant".into(),
-            plural: "tenants".into(),
-        }
-    }
 
     /// `parent` (cluster-scoped when `cluster_parent`) with Namespace and ConfigMap children.
     fn resolved(parent: ApiResource, cluster_parent: bool, reach: Reach) -> Resolved {

@@ -292,13 +292,7 @@ mod tests {
 
     #[test]
     fn a_child_anywhere_reaches_its_cluster_scoped_parent() {
-        let parent = ApiResource {
-            group: "tenancy.example.com".into(),
-            version: "v1".into(),
-            api_version: "tenancy.example.com/v1".into(),
-            kind: "Tenant".into(),
-            plural: "tenants".into(),
-        };
+        let parent = podset_test_support::objects::tenants();
         let configmaps = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
         let watched = Watched::new(&configmaps, Scope::Children);
         let (notify, mut gathered) = unbounded();

@@ -492,17 +492,7 @@ mod tests {
         use crate::crd::{GroupKind, NamespaceReach, Reach};
         use crate::kubernetes::scope::ClusterScoped;
         use crate::reconcile::observe::Observation;
-        use podset_test_support::objects::configmaps;
-
-        fn tenants() -> ApiResource {
-            ApiResource {
-                group: "tenancy.example.com".into(),
-                version: "v1".into(),
-                api_version: "tenancy.example.com/v1".into(),
-                kind: "Tenant".into(),
-                plural: "tenants".into(),
-            }
-        }
+        use podset_test_support::objects::{configmaps, tenants};
 
         fn namespaces() -> ApiResource {
             ApiResource::erase::<Namespace>(&())

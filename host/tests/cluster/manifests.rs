@@ -56,7 +56,10 @@ async fn manifests_pass_a_server_side_dry_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out_file = dir.path().join("rendered.yaml");
     std::fs::write(&out_file, &rendered).expect("write rendered");
-    let (ok, out) = common::kubectl(&["apply", "--server-side", "--dry-run=server", "-f", &out_file.to_string_lossy()]);
+    // --force-conflicts, as above: the deploy test may own the Deployment's image.
+    let rendered_file = out_file.to_string_lossy();
+    let (ok, out) =
+        common::kubectl(&["apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", &rendered_file]);
     assert!(ok, "server-side dry run of the kustomization failed:\n{out}");
 }
 

@@ -12,25 +12,16 @@ use podset_test_support as common;
 use std::path::Path;
 use std::time::Duration;
 
+use common::objects::tenants;
 use common::{Operator, eventually, workspace};
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::RoleBinding;
-use kube::api::{Api, ApiResource, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::DynamicObject;
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(90);
-
-fn tenants() -> ApiResource {
-    ApiResource {
-        group: "tenancy.example.com".into(),
-        version: "v1alpha1".into(),
-        api_version: "tenancy.example.com/v1alpha1".into(),
-        kind: "Tenant".into(),
-        plural: "tenants".into(),
-    }
-}
 
 fn tenant(name: &str) -> DynamicObject {
     let mut t = DynamicObject::new(name, &tenants());
