@@ -700,13 +700,19 @@ enum Reach {
 async fn crash_points(workload: Workload, to: i32, reach: Reach) {
     let audit = AuditLog::open();
     let kind = format!("{workload:?}");
-    // The uninterrupted run: how many writes the flow makes.
-    let case = Case::new("points", workload, 1, None).await;
-    let before = object_writes(&case.op.metrics().await);
-    case.scale(to).await;
-    case.converged(to).await.unwrap_or_else(|e| panic!("uninterrupted run: {e}"));
-    let flow = object_writes(&case.op.metrics().await) - before;
-    case.cleanup().await;
+    // The uninterrupted run: how many writes the flow makes. Twice, keeping the fewer:
+    // the PodSet flow makes 6 or 7 depending on whether its pods' readiness falls into
+    // one debounce window or two (one status write or two); counted 7 once in four runs
+    // on 2026-11-27, and the runs with faults then never reached a 7th write.
+    let mut flow = u64::MAX;
+    for run in ["points", "points-again"] {
+        let case = Case::new(run, workload, 1, None).await;
+        let before = object_writes(&case.op.metrics().await);
+        case.scale(to).await;
+        case.converged(to).await.unwrap_or_else(|e| panic!("uninterrupted run: {e}"));
+        flow = flow.min(object_writes(&case.op.metrics().await) - before);
+        case.cleanup().await;
+    }
     assert!(flow >= 2, "the {kind} flow writes at least its scale and a status: counted {flow}");
 
     let mut violations = Vec::new();
