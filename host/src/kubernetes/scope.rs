@@ -31,12 +31,6 @@ impl ClusterScoped {
     pub fn contains(&self, resource: &ApiResource) -> bool {
         self.0.contains(&TypeKey::of(resource))
     }
-
-    /// The namespace an object of `resource` named in `namespace` lives in: `None` for
-    /// a cluster-scoped kind, whatever was asked.
-    pub fn namespace_of<'a>(&self, resource: &ApiResource, namespace: &'a str) -> Option<&'a str> {
-        (!self.contains(resource)).then_some(namespace)
-    }
 }
 
 /// The API of `resource` in `namespace`, or cluster-wide when `None`. (An empty

@@ -57,15 +57,13 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
 
     // Granted Namespaces but not the namespaces it owns: the namespace is made, and
     // every decision that writes into it is refused, with the reason on the Tenant.
-    let narrow = grant(dir.path(), false);
     let no_namespace = format!("podset.dev/tenant-test={name}");
-    let mut op = Operator::spawn_shard(
-        "tenant-narrow",
-        &no_namespace,
-        &[&module],
-        &kubeconfig,
-        &["--cluster-scoped-parents", "--reach", narrow.to_str().expect("utf-8")],
-    );
+    let serve = |log: &str, kubeconfig: &Path, grant: &Path| {
+        let grant = grant.to_str().expect("utf-8");
+        let extra = ["--cluster-scoped-parents", "--reach", grant];
+        Operator::spawn_shard(log, &no_namespace, &[&module], kubeconfig, &extra)
+    };
+    let mut op = serve("tenant-narrow", &kubeconfig, &grant(dir.path(), false));
     op.ready().await;
     api.create(&PostParams::default(), &tenant(&name)).await.expect("create the Tenant");
     let (_, reason, message) = eventually("the Tenant says why it is refused", T, || async {
@@ -86,15 +84,8 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
 
     // With the grant of manifests/reach/tenant.yaml, as the operator's ServiceAccount
     // with the shipped least-privilege RBAC: everything, and a Ready status.
-    let full = grant(dir.path(), true);
     let service_account = common::service_account_kubeconfig(&client, dir.path()).await;
-    let mut op = Operator::spawn_shard(
-        "tenant",
-        &no_namespace,
-        &[&module],
-        &service_account,
-        &["--cluster-scoped-parents", "--reach", full.to_str().expect("utf-8")],
-    );
+    let mut op = serve("tenant", &service_account, &grant(dir.path(), true));
     op.ready().await;
     eventually("the Tenant is Ready", T, || async {
         let t = api.get(&name).await.ok()?;
