@@ -183,7 +183,11 @@ impl Files {
         let text = crate::scenario::write(&name, &entry.digest, &entry.input, entry.outcome.as_ref().map_err(|e| *e));
         // Sorts by time, then by the order of this run's writes.
         let file = object.join(format!("{}-{:06}.yaml", at.strftime("%Y%m%dT%H%M%S%.3fZ"), self.next % 1_000_000));
-        std::fs::write(&file, &text)?;
+        // Written under a name replay skips, then renamed: a replay run while the
+        // operator records (CI saw one) never reads half a file.
+        let partial = object.join(format!(".{:06}.partial", self.next % 1_000_000));
+        std::fs::write(&partial, &text)?;
+        std::fs::rename(&partial, &file)?;
         self.add(object, file, text.len() as u64);
         self.trim();
         Ok(())
