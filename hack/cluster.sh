@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A throwaway Kubernetes cluster on loopback, without Docker:
 # etcd + kube-apiserver + kube-controller-manager (garbage collector, namespace, deployment,
-# replicaset and node lifecycle controllers) + kube-scheduler, one real node (containerd,
+# replicaset, job and node lifecycle controllers) + kube-scheduler, one real node (containerd,
 # a CNI bridge, kubelet; hack/node.sh), the node simulator (podset-node-sim) for scale,
 # and an image registry (Debian's docker-registry: TLS from the cluster CA, basic auth)
 # that the node pulls from and policies are published to.
@@ -590,13 +590,14 @@ install_crds() {
 
 start_controllers() {
   # deployment + replicaset: the Memcached policy owns a Deployment, and the real
-  # ReplicaSet controller is the peer the benchmarks measure against. node-lifecycle:
+  # ReplicaSet controller is the peer the benchmarks measure against. job: the CronJob
+  # policy's Jobs run their pods. node-lifecycle:
   # takes the not-ready taint off a node once it is Ready. root-ca-certificate-publisher:
   # the kube-root-ca.crt ConfigMap in every namespace, which a pod's service account
   # volume reads the CA from. serviceaccount: each namespace's `default` ServiceAccount,
   # without which the ServiceAccount admission plugin refuses the namespace's pods.
   local controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller
-  controllers+=,node-lifecycle-controller,root-ca-certificate-publisher-controller,serviceaccount-controller
+  controllers+=,job-controller,node-lifecycle-controller,root-ca-certificate-publisher-controller,serviceaccount-controller
   log "starting kube-controller-manager (${controllers//-controller/})"
   start kube-controller-manager "$KUBE_CONTROLLER_MANAGER" --kubeconfig="$CLUSTER_DIR/kcm.kubeconfig" \
     --bind-address=127.0.0.1 --secure-port=0 --controllers="$controllers" \

@@ -222,9 +222,11 @@ impl Act<'_> {
         let kind = doomed.resource.kind.to_lowercase();
         // The UID precondition: if the child was replaced by a namesake since the
         // policy decided, the namesake is left alone.
+        // In the background, as kubectl deletes: what the child owns goes with it. (The
+        // API's default for a `batch/v1` Job is to orphan its pods.)
         let dp = DeleteParams {
             preconditions: Some(Preconditions { uid: Some(doomed.uid.clone()), resource_version: None }),
-            ..DeleteParams::default()
+            ..DeleteParams::background()
         };
         match self.api(&doomed.resource, &doomed.key).delete(name, &dp).await {
             Ok(_) => {
