@@ -3,7 +3,7 @@
 #
 #   hack/deploy.sh deploy     build the policies (and, without IMAGE, the image), apply, wait for the rollout
 #   hack/deploy.sh undeploy   remove what deploy applied (the CRDs too, and with them every custom resource)
-#   hack/deploy.sh render     print what deploy applies, for the cluster at hand
+#   hack/deploy.sh render     print what deploy applies, for the cluster at hand (the policies built first)
 #
 # Without IMAGE: the embedded cluster (CLUSTER_DIR, default .cluster; started if it is not
 # up). The image is built here and pushed to the cluster's registry; the node pulls it
@@ -53,6 +53,7 @@ pull_secret() {
 render() {
   [ -f manifests/policy/podset.wasm ] && [ -f manifests/policy/memcached.wasm ] \
     && [ -f manifests/policy/netperf.wasm ] && [ -f manifests/policy/tenant.wasm ] \
+    && [ -f manifests/policy/cronjob.wasm ] \
     || die "manifests/policy/ has no policy modules: run hack/deploy.sh deploy (it builds them)"
   kubectl kustomize manifests/ | python3 -c '
 import sys
@@ -87,11 +88,17 @@ print("\n".join(out))
 ' "${IMAGE:-$DEFAULT_IMAGE}" "$WATCH_NAMESPACE" "${REGISTRY_AUTH:+$PULL_SECRET}"
 }
 
+# policies: the default policy modules into manifests/policy/, each replaced by a rename
+# when it changed (a render running beside this one never reads half a file).
 policies() {
   hack/policy.sh >/dev/null
   mkdir -p manifests/policy
-  cp target/policy/podset.wasm target/policy/memcached.wasm target/policy/netperf.wasm target/policy/tenant.wasm \
-    manifests/policy/
+  local name
+  for name in podset memcached netperf cronjob tenant; do
+    cmp -s "target/policy/$name.wasm" "manifests/policy/$name.wasm" && continue
+    cp "target/policy/$name.wasm" "manifests/policy/.$name.wasm.$$"
+    mv "manifests/policy/.$name.wasm.$$" "manifests/policy/$name.wasm"
+  done
 }
 
 case "${1:-}" in
@@ -111,11 +118,11 @@ case "${1:-}" in
     ;;
   undeploy)
     [ "$EMBEDDED" = 0 ] || [ -f "$CLUSTER_DIR/env" ] || { log "no embedded cluster in $CLUSTER_DIR: nothing to undeploy"; exit 0; }
-    [ -f manifests/policy/podset.wasm ] || policies
+    policies
     render | kubectl delete --ignore-not-found -f -
     ;;
   render)
-    [ -f manifests/policy/podset.wasm ] || policies
+    policies
     render
     ;;
   *)
