@@ -138,6 +138,10 @@ protectKernelDefaults: false
 # Keeps the kubelet out of the host's iptables.
 makeIPTablesUtilChains: false
 volumePluginDir: "$NODE_DIR/volume-plugins"
+# Pod logs in the node's own directory: a kubelet removes what it finds in its log
+# directory for pods it does not know, so two clusters side by side (make run beside
+# make test) sharing /var/log/pods deleted each other's logs, and kubectl logs failed.
+podLogsDir: "$NODE_DIR/pod-logs"
 # Images are imported, never pulled: never collect them.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
@@ -183,7 +187,6 @@ node_cgroups() {
 node_record_host() {
   local k
   for k in "${NODE_SYSCTLS[@]}"; do printf '%s=%s\n' "$k" "$(sysctl -n "$k")"; done >"$NODE_DIR/sysctls"
-  ls /var/log/pods 2>/dev/null | sort >"$NODE_DIR/pod-logs-before" || true
 }
 
 # node_service_route APISERVER_PORT: the `kubernetes` Service (10.0.0.1:443) leads
@@ -278,14 +281,8 @@ print(next((n.get("path", "") for n in spec.get("linux", {}).get("namespaces", [
   for h in /sys/fs/cgroup/*/"$NODE_CGROUP" /sys/fs/cgroup/"$NODE_CGROUP"; do
     [ -d "$h" ] && find "$h" -depth -type d -exec rmdir {} \; 2>/dev/null
   done
-  # Pod log directories the kubelet made, and their symlinks.
-  if [ -f "$NODE_DIR/pod-logs-before" ]; then
-    local d
-    for d in $(ls /var/log/pods 2>/dev/null | sort | comm -13 "$NODE_DIR/pod-logs-before" -); do
-      find /var/log/containers -lname "/var/log/pods/$d/*" -delete 2>/dev/null || true
-      rm -rf "/var/log/pods/${d:?}"
-    done
-  fi
+  # The symlinks the kubelet made to its pod logs (which go with the node's directory).
+  find /var/log/containers -lname "$NODE_DIR/pod-logs/*" -delete 2>/dev/null || true
   # The sysctls, unless another cluster's kubelet still runs (it expects its values).
   if [ -f "$NODE_DIR/sysctls" ] && ! pgrep -f "kubelet --config=.*/node/kubelet.yaml" >/dev/null; then
     local kv
