@@ -47,6 +47,7 @@ manifests: ## Regenerate manifests/crd/ from the Rust types (the host's and each
 	@cargo run -q -p guest-memcached --bin crdgen > manifests/crd/memcached.yaml
 	@cargo run -q -p guest-netperf --bin crdgen > manifests/crd/netperf.yaml
 	@cargo run -q -p guest-tenant --bin tenant-crdgen > manifests/crd/tenant.yaml
+	@cargo run -q -p guest-cronjob --bin cronjob-crdgen > manifests/crd/cronjob.yaml
 
 install: ## Install the CRDs into the cluster of KUBECONFIG
 	kubectl apply --server-side -f manifests/crd/

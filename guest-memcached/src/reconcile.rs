@@ -170,10 +170,7 @@ mod tests {
     }
 
     fn status_of(actions: &[Action]) -> Option<MemcachedStatus> {
-        actions.iter().find_map(|a| match a {
-            Action::UpdateStatus(s) => serde_json::from_str(s).ok(),
-            _ => None,
-        })
+        policy_sdk::testing::status(actions)
     }
 
     /// A Deployment whose controller has acted on its spec (generation 1).

@@ -387,7 +387,7 @@ pub fn client_pod(parent: &Object, spec: &NetperfSpec, server_ip: &str) -> Value
 
 #[cfg(test)]
 mod tests {
-    use policy_sdk::testing::{deleting, input, object};
+    use policy_sdk::testing::{created, deleted, deleting, input, object, status};
     use policy_sdk::{InFlight, ObjectKey};
 
     use super::*;
@@ -419,33 +419,7 @@ mod tests {
     }
 
     fn status_of(actions: &[Action]) -> NetperfStatus {
-        actions
-            .iter()
-            .find_map(|a| match a {
-                Action::UpdateStatus(s) => serde_json::from_str(s).ok(),
-                _ => None,
-            })
-            .expect("a status")
-    }
-
-    fn created(actions: &[Action]) -> Vec<Value> {
-        actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Create(c) => serde_json::from_str(c).ok(),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn deleted(actions: &[Action]) -> Vec<String> {
-        actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Delete(k) => Some(k.name.clone()),
-                _ => None,
-            })
-            .collect()
+        status(actions).expect("a status")
     }
 
     fn with(parent: Object, children: Vec<Object>) -> Input {

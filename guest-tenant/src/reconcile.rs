@@ -157,15 +157,12 @@ mod tests {
         o
     }
 
+    /// The kind and namespace of each applied child.
     fn applied(actions: &[Action]) -> Vec<(String, String)> {
-        actions
+        policy_sdk::testing::applied(actions)
             .iter()
-            .filter_map(|a| match a {
-                Action::Apply(json) => {
-                    let v: Value = serde_json::from_str(json).expect("json");
-                    Some((v["kind"].as_str()?.to_string(), v["metadata"]["namespace"].as_str().unwrap_or("").into()))
-                }
-                _ => None,
+            .map(|v| {
+                (v["kind"].as_str().unwrap_or("").into(), v["metadata"]["namespace"].as_str().unwrap_or("").into())
             })
             .collect()
     }

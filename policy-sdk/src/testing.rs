@@ -1,9 +1,11 @@
-//! Inputs for native unit tests of a policy, built the way the host builds them.
+//! Inputs for native unit tests of a policy, built the way the host builds them, and
+//! readers of the actions a decision returns.
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::objects::Kind;
-use crate::{InFlight, Input, KeyValue, Object, ObjectMeta};
+use crate::{Action, InFlight, Input, KeyValue, Object, ObjectMeta};
 
 /// An object of `kind` named `name` in namespace `default`, with `body` (spec, status…).
 pub fn object(kind: Kind, name: &str, body: Value) -> Object {
@@ -46,4 +48,53 @@ pub fn input(parent: Object) -> Input {
         in_flight: InFlight { creations: Vec::new(), deletions: Vec::new() },
         now: 1_700_000_100_000,
     }
+}
+
+/// The children a decision creates, as JSON.
+pub fn created(actions: &[Action]) -> Vec<Value> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Create(json) => serde_json::from_str(json).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The children a decision applies, as JSON.
+pub fn applied(actions: &[Action]) -> Vec<Value> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Apply(json) => serde_json::from_str(json).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The names of the children a decision deletes.
+pub fn deleted(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Delete(key) => Some(key.name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The status a decision writes, if it writes one.
+pub fn status<T: DeserializeOwned>(actions: &[Action]) -> Option<T> {
+    actions.iter().find_map(|a| match a {
+        Action::UpdateStatus(json) => serde_json::from_str(json).ok(),
+        _ => None,
+    })
+}
+
+/// The milliseconds after which a decision asks to be called again, if it does.
+pub fn requeue_after(actions: &[Action]) -> Option<u32> {
+    actions.iter().find_map(|a| match a {
+        Action::RequeueAfter(ms) => Some(*ms),
+        _ => None,
+    })
 }

@@ -33,6 +33,17 @@ pub fn tenants() -> ApiResource {
     }
 }
 
+/// guest-cronjob's `CronJob` (`batch.tutorial.kubebuilder.io/v1`), the kubebuilder tutorial's.
+pub fn cronjobs() -> ApiResource {
+    ApiResource {
+        group: "batch.tutorial.kubebuilder.io".into(),
+        version: "v1".into(),
+        api_version: "batch.tutorial.kubebuilder.io/v1".into(),
+        kind: "CronJob".into(),
+        plural: "cronjobs".into(),
+    }
+}
+
 /// The PodSet `web` in namespace `ns`: generation 2, resourceVersion 7.
 pub fn podset(replicas: i32) -> DynamicObject {
     let mut p = DynamicObject::new("web", &podsets()).within("ns");

@@ -4,6 +4,7 @@
 
 mod any_kind;
 mod bad_input;
+mod cronjob;
 mod deploy;
 mod hot_swap;
 mod leader;

@@ -21,11 +21,13 @@ async fn manifests_pass_a_server_side_dry_run() {
         "crd/podset-host.yaml",
         "crd/memcached.yaml",
         "crd/tenant.yaml",
+        "crd/cronjob.yaml",
         "rbac.yaml",
         "deployment.yaml",
         "samples/app_v1alpha1_podset.yaml",
         "samples/cache_v1alpha1_memcached.yaml",
         "samples/tenant.yaml",
+        "samples/cronjob.yaml",
     ] {
         let path = manifests().join(file).to_string_lossy().into_owned();
         // --force-conflicts: the deploy test, running beside this one, may own the
