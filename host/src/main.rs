@@ -98,6 +98,12 @@ struct RunArgs {
     /// Reconcile every object at least this often.
     #[arg(long, env = "RESYNC_PERIOD", default_value = "5m", value_parser = humantime::parse_duration)]
     resync: Duration,
+    /// How long a deleted object waits for its policy's finalizer. Past it (the policy
+    /// traps, times out or never returns finalize-done) the operator removes the
+    /// finalizer itself, says so (Event, PolicyFailed condition, metric), and the garbage
+    /// collector removes the children.
+    #[arg(long, env = "FINALIZER_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
+    finalizer_timeout: Duration,
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, env = "METRICS_ADDR", default_value = "127.0.0.1:8080")]
     metrics_addr: std::net::SocketAddr,
@@ -299,6 +305,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 concurrency: args.concurrency,
                 debounce: args.debounce,
                 resync: args.resync,
+                finalizer_timeout: args.finalizer_timeout,
                 metrics_addr: args.metrics_addr,
                 limits: args.sandbox.limits(),
                 compiler: Some(std::env::current_exe().context("finding this binary, which compiles the policies")?),

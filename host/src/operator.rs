@@ -64,6 +64,8 @@ pub struct Settings {
     pub concurrency: u16,
     pub debounce: Duration,
     pub resync: Duration,
+    /// How long a deleted parent waits for its policy's finalizer.
+    pub finalizer_timeout: Duration,
     pub metrics_addr: SocketAddr,
     pub limits: Limits,
     /// Leader election, or `None` for a single replica.
@@ -166,6 +168,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
     let knobs = ContextSettings {
         namespace: settings.namespace.clone(),
         resync: settings.resync,
+        finalizer_timeout: settings.finalizer_timeout,
         concurrency: settings.concurrency,
         debounce: settings.debounce,
         metrics,

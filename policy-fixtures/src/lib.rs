@@ -7,20 +7,27 @@
 //! PodSets and, depending on the parent's `fixture.podset.dev/attack` label, tries one
 //! thing the host must refuse) and `forbidden-kind` (declares a kind the operator's
 //! RBAC does not allow), `missing-kind` (reconciles a kind no CRD serves until a test
-//! installs one).
+//! installs one), `trapping-memcached` (reconciles Memcacheds with the Memcached policy's
+//! finalizer, and traps on every decision).
 
 #[cfg(not(any(
     feature = "wasi-import",
     feature = "generic-hostile",
     feature = "forbidden-kind",
-    feature = "missing-kind"
+    feature = "missing-kind",
+    feature = "trapping-memcached"
 )))]
 wit_bindgen::generate!({ path: "../wit", world: "podset-policy" });
 
 #[cfg(feature = "wasi-import")]
 wit_bindgen::generate!({ path: ["../wit", "wit"], world: "podset:fixtures/wasi-import", generate_all });
 
-#[cfg(any(feature = "generic-hostile", feature = "forbidden-kind", feature = "missing-kind"))]
+#[cfg(any(
+    feature = "generic-hostile",
+    feature = "forbidden-kind",
+    feature = "missing-kind",
+    feature = "trapping-memcached"
+))]
 wit_bindgen::generate!({ path: "../wit", world: "reconcile-policy" });
 
 use exports::podset::policy::identity::Guest as Identity;
@@ -49,26 +56,38 @@ impl Identity for Fixture {
     fn info() -> PolicyInfo {
         let parent = if cfg!(feature = "missing-kind") {
             kind("fixtures.podset.dev", "v1", "Ghost")
+        } else if cfg!(feature = "trapping-memcached") {
+            kind("cache.example.com", "v1alpha1", "Memcached")
         } else {
             kind("app.example.com", "v1alpha1", "PodSet")
         };
         let children = if cfg!(feature = "forbidden-kind") {
-            vec![kind("batch", "v1", "Job")]
+            vec![kind("apps", "v1", "StatefulSet")]
         } else if cfg!(any(feature = "generic-hostile", feature = "missing-kind")) {
             vec![kind("apps", "v1", "Deployment"), kind("", "v1", "ConfigMap")]
+        } else if cfg!(feature = "trapping-memcached") {
+            vec![kind("apps", "v1", "Deployment")]
         } else {
             vec![kind("", "v1", "Pod")]
         };
+        // The Memcached policy's finalizer: a swap to this module leaves it on every
+        // Memcached, with a policy that can never say it is done.
+        let finalizer = cfg!(feature = "trapping-memcached").then(|| "cache.example.com/finalizer".into());
         PolicyInfo {
             name: "hostile-fixture".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             contract: contract(),
-            declares: Declarations { parent, children, related: Vec::new(), finalizer: None },
+            declares: Declarations { parent, children, related: Vec::new(), finalizer },
         }
     }
 }
 
-#[cfg(not(any(feature = "generic-hostile", feature = "forbidden-kind", feature = "missing-kind")))]
+#[cfg(not(any(
+    feature = "generic-hostile",
+    feature = "forbidden-kind",
+    feature = "missing-kind",
+    feature = "trapping-memcached"
+)))]
 mod podset_world {
     use super::exports::podset::policy::podset::{Action, Guest, Input};
     use super::podset::policy::types::PolicyError;
@@ -159,3 +178,15 @@ mod reconcile_world {
 // Component export names are not valid native symbols; only wasm32 builds export.
 #[cfg(target_arch = "wasm32")]
 export!(Fixture);
+
+#[cfg(feature = "trapping-memcached")]
+mod trapping {
+    use super::exports::podset::policy::reconciler::{Action, Guest, Input};
+    use super::podset::policy::types::PolicyError;
+
+    impl Guest for super::Fixture {
+        fn decide(_: Input) -> Result<Vec<Action>, PolicyError> {
+            core::arch::wasm32::unreachable()
+        }
+    }
+}

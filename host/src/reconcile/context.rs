@@ -28,6 +28,7 @@ use crate::sandbox::PolicyEngine;
 pub struct ContextSettings {
     pub namespace: Option<String>,
     pub resync: Duration,
+    pub finalizer_timeout: Duration,
     pub concurrency: u16,
     pub debounce: Duration,
     /// Shared with the client's write counter.
@@ -55,6 +56,9 @@ pub struct Context {
     pub policy_cache: CacheHealth,
     /// Reconcile every parent at least this often, as a safety net for missed events.
     pub resync: Duration,
+    /// How long a parent being deleted waits for its policy's finalizer; then the host
+    /// removes it.
+    pub finalizer_timeout: Duration,
     /// Parents of one kind reconciled at once.
     pub concurrency: u16,
     /// How long changes to a parent's children wait for more before it is reconciled.
@@ -95,6 +99,7 @@ impl Context {
             metrics,
             policy_cache: CacheHealth::of::<ReconcilePolicy>(),
             resync: settings.resync,
+            finalizer_timeout: settings.finalizer_timeout,
             concurrency: settings.concurrency,
             debounce: settings.debounce,
             failures: Mutex::default(),

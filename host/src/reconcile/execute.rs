@@ -121,7 +121,9 @@ async fn patch_metadata(api: &Api<Object>, parent: &Object, patch: Option<Metada
     Ok(Some(api.patch(&parent.name_any(), &PatchParams::default(), &merge).await?))
 }
 
-async fn remove_finalizer(api: &Api<Object>, parent: &Object, finalizer: &str) -> Result<()> {
+/// Removes `finalizer` from `parent`, conditional on its resourceVersion (a merge patch
+/// replaces the whole list: a finalizer added meanwhile must not be lost).
+pub(super) async fn remove_finalizer(api: &Api<Object>, parent: &Object, finalizer: &str) -> Result<()> {
     if !parent.finalizers().iter().any(|f| f == finalizer) {
         return Ok(());
     }

@@ -22,6 +22,7 @@ use super::{check, execute, status};
 use crate::conditions::{POLICY_FAILED, RECONCILE_FAILED};
 use crate::kubernetes::events::{Origin, event};
 use crate::kubernetes::object::Object;
+use crate::kubernetes::scope::api_for;
 use crate::registry::{Admitted, Registry, Selection};
 
 /// Backoff after a failed reconcile: doubles from `BACKOFF_BASE` up to `BACKOFF_MAX`,
@@ -119,6 +120,27 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
         ctx.expectations.forget(key);
         return Ok(Action::await_change());
     }
+    // The policy had its say for as long as the administrator allows (it trapped, timed
+    // out, or never said it was done): deletion must not depend on it.
+    if let Some(finalizer) = resolved.finalizer.as_deref()
+        && finalizing
+        && finalizer_wait_left(&parent, ctx.finalizer_timeout).is_some_and(|left| left.is_zero())
+    {
+        let message = format!(
+            "the policy did not finish its cleanup within {} of the deletion: the operator removed finalizer {finalizer}; \
+             the garbage collector removes the children",
+            humantime::format_duration(ctx.finalizer_timeout)
+        );
+        report_failure(ctx, &kind.resource, &parent, POLICY_FAILED, "FinalizerTimedOut", &message).await;
+        // As the API server has it now: the condition's write changed its resourceVersion,
+        // on which the removal is conditional.
+        let api = api_for(&ctx.client, &kind.resource, parent.namespace().as_deref());
+        if let Some(now) = api.get_opt(&parent.name_any()).await? {
+            execute::remove_finalizer(&api, &now, finalizer).await?;
+        }
+        ctx.expectations.forget(key);
+        return Ok(Action::await_change());
+    }
 
     let observed = observe::gather(parent.clone(), &kind.resource, resolved, kind.as_ref(), &ctx.expectations);
     act(ctx, &admitted, &observed).await.map(Action::requeue)
@@ -181,6 +203,16 @@ pub async fn act(ctx: &Context, admitted: &Admitted, observed: &Observed) -> Res
     }
 }
 
+/// How much longer `parent`, being deleted, waits for its policy's finalizer: `None`
+/// when it is not being deleted, zero once the timeout has passed.
+fn finalizer_wait_left(parent: &Object, timeout: Duration) -> Option<Duration> {
+    let since = parent.metadata.deletion_timestamp.as_ref()?.0;
+    let elapsed = k8s_openapi::jiff::Timestamp::now().duration_since(since);
+    // A deletion time ahead of this machine's clock counts as just now.
+    let elapsed = Duration::try_from(elapsed).unwrap_or(Duration::ZERO);
+    Some(timeout.saturating_sub(elapsed))
+}
+
 /// Waits for `ready`, unless the operator shuts down first; returns whether it is ready.
 async fn until(ctx: &Context, ready: impl std::future::Future<Output = ()>) -> bool {
     tokio::select! {
@@ -223,7 +255,12 @@ pub fn error_policy(parent: Arc<Object>, error: &Error, kc: Arc<KindContext>) ->
         *n = n.saturating_add(1);
         *n
     };
-    let delay = BACKOFF_BASE.saturating_mul(1u32 << attempts.saturating_sub(1).min(16)).min(BACKOFF_MAX);
+    let mut delay = BACKOFF_BASE.saturating_mul(1u32 << attempts.saturating_sub(1).min(16)).min(BACKOFF_MAX);
+    // A parent being deleted is looked at again when its finalizer's time is up, if
+    // that comes first.
+    if let Some(left) = finalizer_wait_left(&parent, kc.ctx.finalizer_timeout) {
+        delay = delay.min(left.max(BACKOFF_BASE));
+    }
     warn!(kind = %kc.kind.resource.kind, object = %format!("{}/{}", parent.namespace().unwrap_or_default(), parent.name_any()), attempts, retry_in = ?delay, "reconcile failed: {error}");
     Action::requeue(delay)
 }

@@ -114,18 +114,26 @@ async fn a_policy_declaring_what_the_operators_rbac_forbids_is_refused_when_it_l
     let ns = common::namespace(&client, "forbidden").await;
     let op = common::Operator::start_with(&ns, &common::policy_dir().join("podset.wasm"), &kubeconfig).await;
     let module = common::read_policy("fixtures/forbidden-kind.wasm");
-    common::publish_policy(&client, &ns, "jobs", "jobs-module", &module, Some(LabelSelector::default())).await;
+    common::publish_policy(
+        &client,
+        &ns,
+        "statefulsets",
+        "statefulsets-module",
+        &module,
+        Some(LabelSelector::default()),
+    )
+    .await;
     let rps: Api<ReconcilePolicy> = Api::namespaced(client.clone(), &ns);
     let failed = eventually(&format!("the policy to be refused (operator log: {})", op.log.display()), T, || async {
-        let st = rps.get("jobs").await.ok()?.status?;
+        let st = rps.get("statefulsets").await.ok()?.status?;
         st.conditions.into_iter().find(|c| c.type_ == "Failed" && c.status == "True")
     })
     .await;
     assert_eq!(failed.reason, "Forbidden");
-    assert!(failed.message.contains("jobs.batch") && failed.message.contains("may not"), "{}", failed.message);
+    assert!(failed.message.contains("statefulsets.apps") && failed.message.contains("may not"), "{}", failed.message);
     assert_eq!(op.sum("podset_policies_refused_total", "reason=\"Forbidden\"").await, 1.0);
     // Nothing serves from it: PodSets in the namespace stay with the default policy.
-    assert!(rps.get("jobs").await.expect("get").status.and_then(|s| s.loaded_digest).is_none());
+    assert!(rps.get("statefulsets").await.expect("get").status.and_then(|s| s.loaded_digest).is_none());
     let events = std::process::Command::new("kubectl")
         .args(["get", "events", "-n", &ns, "-o", "jsonpath={.items[*].reason}"])
         .env("KUBECONFIG", common::kubeconfig_path())

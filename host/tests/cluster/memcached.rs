@@ -270,6 +270,64 @@ async fn swapping_the_memcached_policy_redecides_every_memcached() {
     common::delete_namespace(&client, &ns).await;
 }
 
+#[tokio::test]
+async fn a_memcached_whose_policy_traps_is_deleted_once_the_finalizer_timeout_passes() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "mcteardown").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("memcached.wasm");
+    std::fs::write(&file, common::read_policy("memcached.wasm")).expect("policy file");
+    let mut op =
+        common::Operator::spawn_with_args(&ns, &[&file], &common::kubeconfig_path(), &["--finalizer-timeout", "5s"]);
+    op.ready().await;
+    let mcs = memcacheds(&client, &ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    mcs.create(&PostParams::default(), &sample(1)).await.expect("create");
+    eventually("the Memcached's finalizer and Deployment", T, || async {
+        let mc = mcs.get("memcached-sample").await.ok()?;
+        let finalizer = mc.metadata.finalizers.unwrap_or_default().contains(&"cache.example.com/finalizer".into());
+        (finalizer && deployments.get_opt("memcached-sample").await.ok()?.is_some()).then_some(())
+    })
+    .await;
+
+    // The module replaced by one that declares the same finalizer and traps on every
+    // decision: the Memcached's cleanup can never be done by it.
+    replace(&file, &common::read_policy("fixtures/trapping-memcached.wasm"));
+    eventually("the trapping module to serve", T, || async {
+        (op.sum("podset_policy_loads_total", "result=\"ok\"").await == 2.0).then_some(())
+    })
+    .await;
+    let started = Instant::now();
+    mcs.delete("memcached-sample", &DeleteParams::default()).await.expect("delete");
+    eventually("the Memcached to be gone", T, || async {
+        mcs.get_opt("memcached-sample").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let took = started.elapsed();
+    // deletionTimestamp has whole seconds: the 5 s count from up to 1 s before the delete.
+    assert!(took >= Duration::from_secs(4), "the policy had its 5 s first: gone after {took:?}");
+    eventually("its Deployment to be garbage-collected", T, || async {
+        deployments.get_opt("memcached-sample").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(op.sum("podset_policy_failures_total", "reason=\"FinalizerTimedOut\"").await >= 1.0);
+    let (ok, events) = common::kubectl(&[
+        "get",
+        "events",
+        "-n",
+        &ns,
+        "--field-selector",
+        "involvedObject.kind=Memcached",
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert!(ok && events.contains("FinalizerTimedOut"), "a Warning Event says why: {events}");
+    assert!(events.contains("trap"), "and the traps before it: {events}");
+    println!("a Memcached whose policy traps: deleted {took:?} after kubectl delete (timeout 5 s)");
+    assert!(op.terminate(Duration::from_secs(10)));
+    common::delete_namespace(&client, &ns).await;
+}
+
 fn replace(path: &Path, bytes: &[u8]) {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, bytes).expect("write");

@@ -107,6 +107,7 @@ impl Rig {
         let settings = ContextSettings {
             namespace: None,
             resync: Duration::from_secs(300),
+            finalizer_timeout: Duration::from_secs(300),
             concurrency: 1,
             debounce: Duration::ZERO,
             metrics: Arc::new(Metrics::default()),
