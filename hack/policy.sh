@@ -88,7 +88,7 @@ if [ "$FIXTURES" = 1 ]; then
   # The default policy's visibly different variant, for hot-swap tests.
   up_to_date "$OUT/fixtures/canary.wasm" "$ROOT/guest-podset" || build guest-podset canary "$OUT/fixtures/canary.wasm"
   for f in infinite-loop memory-bomb panic action-flood wrong-contract wasi-import generic-hostile forbidden-kind missing-kind \
-    trapping-memcached; do
+    trapping-memcached trapping-tenant; do
     up_to_date "$OUT/fixtures/$f.wasm" "$ROOT/policy-fixtures" || build policy-fixtures "$f" "$OUT/fixtures/$f.wasm"
   done
   # A core module that never became a component (the last fixture's core module).

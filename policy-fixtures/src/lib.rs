@@ -8,14 +8,16 @@
 //! thing the host must refuse) and `forbidden-kind` (declares a kind the operator's
 //! RBAC does not allow), `missing-kind` (reconciles a kind no CRD serves until a test
 //! installs one), `trapping-memcached` (reconciles Memcacheds with the Memcached policy's
-//! finalizer, and traps on every decision).
+//! finalizer, and traps on every decision), `trapping-tenant` (declares what the Tenant
+//! policy declares, under its name, and traps on every decision).
 
 #[cfg(not(any(
     feature = "wasi-import",
     feature = "generic-hostile",
     feature = "forbidden-kind",
     feature = "missing-kind",
-    feature = "trapping-memcached"
+    feature = "trapping-memcached",
+    feature = "trapping-tenant"
 )))]
 wit_bindgen::generate!({ path: "../wit", world: "podset-policy" });
 
@@ -26,7 +28,8 @@ wit_bindgen::generate!({ path: ["../wit", "wit"], world: "podset:fixtures/wasi-i
     feature = "generic-hostile",
     feature = "forbidden-kind",
     feature = "missing-kind",
-    feature = "trapping-memcached"
+    feature = "trapping-memcached",
+    feature = "trapping-tenant"
 ))]
 wit_bindgen::generate!({ path: "../wit", world: "reconcile-policy" });
 
@@ -58,6 +61,8 @@ impl Identity for Fixture {
             kind("fixtures.podset.dev", "v1", "Ghost")
         } else if cfg!(feature = "trapping-memcached") {
             kind("cache.example.com", "v1alpha1", "Memcached")
+        } else if cfg!(feature = "trapping-tenant") {
+            kind("tenancy.example.com", "v1alpha1", "Tenant")
         } else {
             kind("app.example.com", "v1alpha1", "PodSet")
         };
@@ -67,6 +72,14 @@ impl Identity for Fixture {
             vec![kind("apps", "v1", "Deployment"), kind("", "v1", "ConfigMap")]
         } else if cfg!(feature = "trapping-memcached") {
             vec![kind("apps", "v1", "Deployment")]
+        } else if cfg!(feature = "trapping-tenant") {
+            vec![
+                kind("", "v1", "Namespace"),
+                kind("", "v1", "ResourceQuota"),
+                kind("", "v1", "LimitRange"),
+                kind("rbac.authorization.k8s.io", "v1", "RoleBinding"),
+                kind("networking.k8s.io", "v1", "NetworkPolicy"),
+            ]
         } else {
             vec![kind("", "v1", "Pod")]
         };
@@ -74,7 +87,9 @@ impl Identity for Fixture {
         // Memcached, with a policy that can never say it is done.
         let finalizer = cfg!(feature = "trapping-memcached").then(|| "cache.example.com/finalizer".into());
         PolicyInfo {
-            name: "hostile-fixture".into(),
+            // The Tenant policy's name: the administrator's grant (manifests/reach/tenant.yaml)
+            // names it, and a module swapped in for it keeps it.
+            name: if cfg!(feature = "trapping-tenant") { "guest-tenant" } else { "hostile-fixture" }.into(),
             version: env!("CARGO_PKG_VERSION").into(),
             contract: contract(),
             declares: Declarations { parent, children, related: Vec::new(), finalizer },
@@ -86,7 +101,8 @@ impl Identity for Fixture {
     feature = "generic-hostile",
     feature = "forbidden-kind",
     feature = "missing-kind",
-    feature = "trapping-memcached"
+    feature = "trapping-memcached",
+    feature = "trapping-tenant"
 )))]
 mod podset_world {
     use super::exports::podset::policy::podset::{Action, Guest, Input};
@@ -179,7 +195,7 @@ mod reconcile_world {
 #[cfg(target_arch = "wasm32")]
 export!(Fixture);
 
-#[cfg(feature = "trapping-memcached")]
+#[cfg(any(feature = "trapping-memcached", feature = "trapping-tenant"))]
 mod trapping {
     use super::exports::podset::policy::reconciler::{Action, Guest, Input};
     use super::podset::policy::types::PolicyError;

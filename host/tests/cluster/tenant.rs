@@ -1,6 +1,7 @@
 //! A cluster-scoped parent as a user runs it: the Tenant policy (guest-tenant) with the
 //! administrator's grant (manifests/reach/tenant.yaml), against the real API server,
-//! garbage collector and namespace controller.
+//! garbage collector and namespace controller; deleted with its module replaced by one
+//! that traps on every decision.
 //!
 //! The operator is the shard that serves cluster-scoped parents (`--cluster-scoped-parents`)
 //! and no namespace (its selector matches none): an operator of every namespace would
@@ -48,9 +49,11 @@ fn grant(dir: &Path, owned: bool) -> std::path::PathBuf {
 #[tokio::test]
 async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_loses_them_when_deleted() {
     let client = common::client().await;
-    let module = common::policy_dir().join("tenant.wasm");
     let kubeconfig = common::kubeconfig_path();
     let dir = tempfile::tempdir().expect("tempdir");
+    // A copy the operator serves: replaced below by a module that traps.
+    let module = dir.path().join("tenant.wasm");
+    std::fs::write(&module, common::read_policy("tenant.wasm")).expect("policy file");
     let name = format!("tenant-{}", std::process::id());
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &tenants());
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -105,10 +108,22 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), &name);
     policies.get("default-deny").await.expect("default-deny");
 
-    // Deleting the Tenant deletes its namespace (the garbage collector follows the
-    // owner reference; the namespace controller empties it).
+    // The module replaced by one that declares the same and traps on every decision:
+    // the Tenant says so, and deleting it does not need the policy. The garbage
+    // collector follows the owner references to the namespace, and the namespace
+    // controller empties it.
+    let trapping = common::read_policy("fixtures/trapping-tenant.wasm");
+    let tmp = dir.path().join("tenant.wasm.new");
+    std::fs::write(&tmp, &trapping).expect("write");
+    std::fs::rename(&tmp, &module).expect("rename");
+    let (_, reason, message) = eventually("the Tenant says its policy traps", T, || async {
+        let t = api.get(&name).await.ok()?;
+        condition(&t, "PolicyFailed").filter(|(status, _, _)| status == "True")
+    })
+    .await;
+    assert!(message.contains("trap") || reason.contains("Trap"), "{reason}: {message}");
     api.delete(&name, &DeleteParams::foreground()).await.expect("delete the Tenant");
-    eventually("the Tenant and its namespace are gone", T, || async {
+    eventually("the Tenant and its namespace are gone, with its policy trapping", T, || async {
         let gone = api.get_opt(&name).await.ok()?.is_none() && namespaces.get_opt(&name).await.ok()?.is_none();
         gone.then_some(())
     })
