@@ -183,7 +183,7 @@ async fn deployed_the_standby_pod_takes_over_when_the_leader_pod_is_deleted() {
     // too: this test changed it, and a later server-side apply would conflict.
     let (ok, out) = kubectl(&["delete", "deployment,poddisruptionbudget", "-n", SYSTEM, "podset-host", "--wait=true"]);
     assert!(ok, "removing the Deployment: {out}");
-    let (ok, out) = kubectl(&["delete", "configmap", "-n", SYSTEM, "podset-policy"]);
+    let (ok, out) = kubectl(&["delete", "configmap", "-n", SYSTEM, "podset-policy-podset"]);
     assert!(ok, "removing the policy ConfigMap: {out}");
     common::delete_namespace(&client, &ns).await;
 }
@@ -370,7 +370,10 @@ async fn rollout_and_policy_change(client: &kube::Client, ns: &str) {
         ..Default::default()
     };
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM);
-    configmaps.patch("podset-policy", &PatchParams::default(), &Patch::Merge(&cm)).await.expect("patch the ConfigMap");
+    configmaps
+        .patch("podset-policy-podset", &PatchParams::default(), &Patch::Merge(&cm))
+        .await
+        .expect("patch the ConfigMap");
     let podsets: Api<PodSet> = Api::namespaced(client.clone(), ns);
     eventually("the PodSets to be decided by the new policy", Duration::from_secs(120), || async {
         let ps = podsets.get("web").await.ok()?;
