@@ -125,7 +125,7 @@ pub enum PolicyCommand {
     Record {
         /// The object's kind as kubectl names it: `PodSet`, `podsets`, `Memcached.cache.example.com`, …
         kind: String,
-        /// NAMESPACE/NAME
+        /// NAMESPACE/NAME, or NAME for a cluster-scoped kind (a Tenant)
         object: String,
         /// The module that decides (and declares what to observe).
         #[arg(long)]

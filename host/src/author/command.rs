@@ -154,9 +154,8 @@ fn record(
     sandbox: SandboxArgs,
 ) -> anyhow::Result<ExitCode> {
     let (_engine, policy) = sandbox.load(&module)?;
-    let Some((namespace, name)) = object.split_once('/') else {
-        anyhow::bail!("{object:?}: name the object as NAMESPACE/NAME");
-    };
+    // A bare name is a cluster-scoped object; snapshot says so if the kind is namespaced.
+    let (namespace, name) = object.split_once('/').unwrap_or(("", object.as_str()));
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let text = runtime.block_on(async {
         let client = kube::Client::try_default().await.context("connecting to the cluster of KUBECONFIG")?;

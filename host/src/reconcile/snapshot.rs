@@ -33,6 +33,10 @@ pub enum SnapshotError {
     Access(#[from] AccessError),
     #[error("{kind} {namespace}/{name} not found")]
     NotFound { kind: String, namespace: String, name: String },
+    #[error("{kind} is namespaced: name the object as NAMESPACE/NAME")]
+    NamespaceRequired { kind: String },
+    #[error("{kind} is cluster-scoped: name the object as NAME, without a namespace")]
+    ClusterScoped { kind: String },
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     #[error("building the input: {0}")]
@@ -83,6 +87,11 @@ pub async fn snapshot(
     }
     // A cluster-scoped parent's children may be anywhere: every kind is listed whole.
     let cluster_parent = resolved.parent_is_cluster_scoped();
+    match (cluster_parent, namespace.is_empty()) {
+        (true, false) => return Err(SnapshotError::ClusterScoped { kind: kind.into() }),
+        (false, true) => return Err(SnapshotError::NamespaceRequired { kind: kind.into() }),
+        _ => {}
+    }
     let at = |resource: &ApiResource| (!cluster_parent && !resolved.is_cluster_scoped(resource)).then_some(namespace);
     let parents: Api<DynamicObject> = api_for(client, &resolved.parent, at(&resolved.parent));
     let Some(parent) = parents.get_opt(name).await? else {

@@ -61,12 +61,13 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     // Granted Namespaces but not the namespaces it owns: the namespace is made, and
     // every decision that writes into it is refused, with the reason on the Tenant.
     let no_namespace = format!("podset.dev/tenant-test={name}");
-    let serve = |log: &str, kubeconfig: &Path, grant: &Path| {
+    let serve = |log: &str, kubeconfig: &Path, grant: &Path, more: &[&str]| {
         let grant = grant.to_str().expect("utf-8");
-        let extra = ["--cluster-scoped-parents", "--reach", grant];
+        let mut extra = vec!["--cluster-scoped-parents", "--reach", grant];
+        extra.extend_from_slice(more);
         Operator::spawn_shard(log, &no_namespace, &[&module], kubeconfig, &extra)
     };
-    let mut op = serve("tenant-narrow", &kubeconfig, &grant(dir.path(), false));
+    let mut op = serve("tenant-narrow", &kubeconfig, &grant(dir.path(), false), &[]);
     op.ready().await;
     api.create(&PostParams::default(), &tenant(&name)).await.expect("create the Tenant");
     let (_, reason, message) = eventually("the Tenant says why it is refused", T, || async {
@@ -86,9 +87,13 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     assert!(op.terminate(Duration::from_secs(10)), "the operator stops on TERM");
 
     // With the grant of manifests/reach/tenant.yaml, as the operator's ServiceAccount
-    // with the shipped least-privilege RBAC: everything, and a Ready status.
+    // with the shipped least-privilege RBAC: everything, and a Ready status. Every
+    // decision is recorded, and a shadow of the same module decides beside it.
     let service_account = common::service_account_kubeconfig(&client, dir.path()).await;
-    let mut op = serve("tenant", &service_account, &grant(dir.path(), true));
+    let (record, shadow) = (dir.path().join("record"), dir.path().join("shadow-tenant.wasm"));
+    std::fs::write(&shadow, common::read_policy("tenant.wasm")).expect("shadow file");
+    let more = ["--record-dir", record.to_str().expect("utf-8"), "--shadow", shadow.to_str().expect("utf-8")];
+    let mut op = serve("tenant", &service_account, &grant(dir.path(), true), &more);
     op.ready().await;
     eventually("the Tenant is Ready", T, || async {
         let t = api.get(&name).await.ok()?;
@@ -107,6 +112,46 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     assert_eq!(rb.subjects.unwrap_or_default()[0].name, format!("{name}-devs"));
     let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), &name);
     policies.get("default-deny").await.expect("default-deny");
+
+    // Shadow, recording and replay work for a cluster-scoped parent as for any other:
+    // the shadow agreed on every decision, and each recorded decision replays the same.
+    let label = format!(r#"policy="{}""#, shadow.display());
+    let agreed = eventually("the shadow's decisions to be counted", T, || async {
+        let n = op.sum("podset_shadow_decisions_total", &format!(r#"{label},outcome="agree""#)).await;
+        (n > 0.0).then_some(n)
+    })
+    .await;
+    for outcome in ["differ", "failed"] {
+        let n = op.sum("podset_shadow_decisions_total", &format!(r#"{label},outcome="{outcome}""#)).await;
+        assert_eq!(n, 0.0, "{outcome}: {n} of {agreed} shadow decisions");
+    }
+    let recorded = record.join("Tenant.tenancy.example.com");
+    let files = podset_host::author::replay::files(std::slice::from_ref(&recorded)).expect("recordings");
+    let (ok, out) = common::replay(&[common::policy_dir().join("tenant.wasm").as_os_str(), recorded.as_os_str()]);
+    assert!(ok && !files.is_empty(), "{out}");
+    let (n, agree, _, _) = common::replay_summary(&out).expect("a summary");
+    assert!(n >= files.len() && agree == n, "{out}");
+    // `policy record` turns the live Tenant (a bare name: it has no namespace) into a
+    // scenario that passes; NAMESPACE/NAME is refused, with why.
+    let case = dir.path().join("tenant-now.yaml");
+    let tenant_wasm = common::policy_dir().join("tenant.wasm");
+    let record_args = |object: &str, out: &Path| {
+        common::policy_cli(&[
+            "record".as_ref(),
+            "tenants".as_ref(),
+            object.as_ref(),
+            "--policy".as_ref(),
+            tenant_wasm.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ])
+    };
+    let (ok, out) = record_args(&name, &case);
+    assert!(ok, "{out}");
+    let (ok, out) = common::policy_cli(&["test".as_ref(), tenant_wasm.as_os_str(), case.as_os_str()]);
+    assert!(ok && out.contains("1 passed, 0 failed"), "the recorded Tenant passes as a scenario:\n{out}");
+    let (ok, out) = record_args(&format!("default/{name}"), Path::new("-"));
+    assert!(!ok && out.contains("cluster-scoped"), "{out}");
 
     // The module replaced by one that declares the same and traps on every decision:
     // the Tenant says so, and deleting it does not need the policy. The garbage
