@@ -31,8 +31,9 @@ pub enum SnapshotError {
     OtherKind { module: String, decides: String, asked: String },
     #[error("{0}")]
     Access(#[from] AccessError),
-    #[error("{kind} {namespace}/{name} not found")]
-    NotFound { kind: String, namespace: String, name: String },
+    /// `object` is `namespace/name`, or the name of a cluster-scoped object.
+    #[error("{kind} {object} not found")]
+    NotFound { kind: String, object: String },
     #[error("{kind} is namespaced: name the object as NAMESPACE/NAME")]
     NamespaceRequired { kind: String },
     #[error("{kind} is cluster-scoped: name the object as NAME, without a namespace")]
@@ -95,7 +96,8 @@ pub async fn snapshot(
     let at = |resource: &ApiResource| (!cluster_parent && !resolved.is_cluster_scoped(resource)).then_some(namespace);
     let parents: Api<DynamicObject> = api_for(client, &resolved.parent, at(&resolved.parent));
     let Some(parent) = parents.get_opt(name).await? else {
-        return Err(SnapshotError::NotFound { kind: kind.into(), namespace: namespace.into(), name: name.into() });
+        let object = if cluster_parent { name.to_string() } else { format!("{namespace}/{name}") };
+        return Err(SnapshotError::NotFound { kind: kind.into(), object });
     };
     let mut listed = Listed(HashMap::new());
     let resources = resolved.children.iter().chain(resolved.related.iter().map(|(r, _)| r));
