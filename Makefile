@@ -44,8 +44,8 @@ docs: ## Regenerate docs/reference/{cli,metrics}.md from the binary (a test fail
 
 manifests: ## Regenerate manifests/crd/ from the Rust types (the host's and each policy's)
 	@cargo run -q -p podset-host -- crd > manifests/crd/podset-host.yaml
-	@cargo run -q -p guest-memcached --bin crdgen > manifests/crd/memcached.yaml
-	@cargo run -q -p guest-netperf --bin crdgen > manifests/crd/netperf.yaml
+	@cargo run -q -p guest-memcached --bin memcached-crdgen > manifests/crd/memcached.yaml
+	@cargo run -q -p guest-netperf --bin netperf-crdgen > manifests/crd/netperf.yaml
 	@cargo run -q -p guest-tenant --bin tenant-crdgen > manifests/crd/tenant.yaml
 	@cargo run -q -p guest-cronjob --bin cronjob-crdgen > manifests/crd/cronjob.yaml
 

@@ -1,6 +1,6 @@
 //! The `Memcached` resource (`cache.example.com/v1alpha1`). The policy decodes its
 //! spec and status with these types; native builds also derive the CRD from them
-//! (`crdgen`), so the schema cannot drift from what the policy reads.
+//! (`memcached-crdgen`), so the schema cannot drift from what the policy reads.
 
 use policy_sdk::Condition;
 use serde::{Deserialize, Serialize};
@@ -60,7 +60,7 @@ pub struct MemcachedStatus {
     pub policy_digest: Option<String>,
 }
 
-/// The CRD, as YAML (what `crdgen` prints and `manifests/crd/memcached.yaml` holds).
+/// The CRD, as YAML (what `memcached-crdgen` prints and `manifests/crd/memcached.yaml` holds).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
     use kube::CustomResourceExt;

@@ -1,6 +1,6 @@
 //! The `Netperf` resource (`app.example.com/v1alpha1`). The policy decodes its spec
 //! and status with these types; native builds also derive the CRD from them
-//! (`crdgen`), so the schema cannot drift from what the policy reads.
+//! (`netperf-crdgen`), so the schema cannot drift from what the policy reads.
 
 use policy_sdk::Condition;
 use serde::{Deserialize, Serialize};
@@ -94,7 +94,7 @@ pub struct NetperfStatus {
     pub policy_digest: Option<String>,
 }
 
-/// The CRD, as YAML (what `crdgen` prints and `manifests/crd/netperf.yaml` holds).
+/// The CRD, as YAML (what `netperf-crdgen` prints and `manifests/crd/netperf.yaml` holds).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
     use kube::CustomResourceExt;
