@@ -109,6 +109,17 @@ pub fn policy_cli(args: &[&std::ffi::OsStr]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// Replays every decision recorded under `dir` with `module` (`policy replay`), asserts
+/// that each agrees with what was recorded, and returns how many there were. Stop the
+/// operator that recorded them first: a decision it makes meanwhile races the count.
+pub fn replays_exactly(module: &std::path::Path, dir: &std::path::Path) -> usize {
+    let files = podset_host::author::replay::files(&[dir.to_path_buf()]).expect("recordings");
+    let (ok, out) = replay(&[module.as_os_str(), dir.as_os_str()]);
+    assert!(ok, "the decisions under {} replayed with {}:\n{out}", dir.display(), module.display());
+    assert_eq!(replay_summary(&out), Some((files.len(), files.len(), 0, 0)), "{out}");
+    files.len()
+}
+
 /// The counts of a replay's closing line, `N scenarios: A agree, D differ, F failed`.
 pub fn replay_summary(output: &str) -> Option<(usize, usize, usize, usize)> {
     let line = output.lines().rev().find(|l| l.contains(" scenarios: "))?;

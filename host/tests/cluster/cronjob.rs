@@ -149,11 +149,8 @@ async fn the_kubebuilder_sample_runs_a_job_each_minute_keeps_its_history_and_rep
     assert_eq!((st.agreed, st.differed, st.failed, st.dropped), (st.decisions, 0, 0, 0), "{st:#?}");
     assert!(op.terminate(Duration::from_secs(10)), "the operator stops cleanly (log: {})", op.log.display());
     let recorded = record.path().join("CronJob.batch.tutorial.kubebuilder.io").join(&ns);
-    let files = podset_host::author::replay::files(std::slice::from_ref(&recorded)).expect("recordings");
-    let (ok, out) = common::replay(&[module.as_os_str(), recorded.as_os_str()]);
-    assert!(ok, "{out}");
-    assert_eq!(common::replay_summary(&out), Some((files.len(), files.len(), 0, 0)), "{out}");
-    assert!(files.len() >= 4, "a decision per run at least: {files:?}");
-    println!("CronJob: runs {name} and {second}; {} decisions shadowed and replayed, all agree", files.len());
+    let n = common::replays_exactly(&module, &recorded);
+    assert!(n >= 4, "a decision per run at least: {n}");
+    println!("CronJob: runs {name} and {second}; {n} decisions shadowed and replayed, all agree");
     common::delete_namespace(&client, &ns).await;
 }

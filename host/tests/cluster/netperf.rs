@@ -92,12 +92,9 @@ async fn the_sample_measures_pod_to_pod_throughput_on_the_real_node() {
     // are the same, one by one: each carries the status it decided from.
     assert!(op.terminate(Duration::from_secs(10)), "the operator stops cleanly (log: {})", op.log.display());
     let recorded = record.path().join("Netperf.app.example.com").join(&ns).join("netperf-sample");
-    let files = podset_host::author::replay::files(std::slice::from_ref(&recorded)).expect("recordings");
-    assert!(files.len() >= 4, "a decision per phase at least: {files:?}");
-    let (ok, out) = common::replay(&[netperf.as_os_str(), recorded.as_os_str()]);
-    assert!(ok, "{out}");
-    assert_eq!(common::replay_summary(&out), Some((files.len(), files.len(), 0, 0)), "{out}");
-    println!("netperf-sample: {} recorded decisions replayed, all agree", files.len());
+    let n = common::replays_exactly(&netperf, &recorded);
+    assert!(n >= 4, "a decision per phase at least: {n}");
+    println!("netperf-sample: {n} recorded decisions replayed, all agree");
     common::delete_namespace(&client, &ns).await;
 }
 
