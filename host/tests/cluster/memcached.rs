@@ -45,6 +45,15 @@ async fn memcached_stats(ip: &str, port: u16) -> String {
     }
 }
 
+/// `field` of every Event about a Memcached in `ns`, as kubectl prints them.
+fn memcached_events(ns: &str, field: &str) -> String {
+    let jsonpath = format!("jsonpath={{.items[*].{field}}}");
+    let args = ["get", "events", "-n", ns, "--field-selector", "involvedObject.kind=Memcached", "-o", &jsonpath];
+    let (ok, out) = common::kubectl(&args);
+    assert!(ok, "kubectl get events: {out}");
+    out
+}
+
 fn condition(mc: &DynamicObject, type_: &str) -> Option<(String, String)> {
     let conditions = mc.data["status"]["conditions"].as_array()?;
     let c = conditions.iter().find(|c| c["type"] == type_)?;
@@ -180,21 +189,7 @@ async fn the_operator_sdk_walkthrough_with_a_podset_beside_it_in_one_operator() 
     })
     .await;
     let gone = started.elapsed();
-    let events = std::process::Command::new("kubectl")
-        .args([
-            "get",
-            "events",
-            "-n",
-            &ns,
-            "--field-selector",
-            "involvedObject.kind=Memcached",
-            "-o",
-            "jsonpath={.items[*].reason}",
-        ])
-        .env("KUBECONFIG", common::kubeconfig_path())
-        .output()
-        .expect("kubectl");
-    assert!(String::from_utf8_lossy(&events.stdout).contains("Deleting"), "the finalizer flow's Event");
+    assert!(memcached_events(&ns, "reason").contains("Deleting"), "the finalizer flow's Event");
     let rss: Api<ReplicaSet> = Api::namespaced(client.clone(), &ns);
     eventually("its Deployment, ReplicaSets and pods to be garbage-collected", T, || async {
         let lp = ListParams::default().labels("app.kubernetes.io/instance=memcached-sample");
@@ -307,17 +302,8 @@ async fn a_memcached_whose_policy_traps_is_deleted_once_the_finalizer_timeout_pa
     })
     .await;
     assert!(op.sum("podset_policy_failures_total", "reason=\"FinalizerTimedOut\"").await >= 1.0);
-    let (ok, events) = common::kubectl(&[
-        "get",
-        "events",
-        "-n",
-        &ns,
-        "--field-selector",
-        "involvedObject.kind=Memcached",
-        "-o",
-        "jsonpath={.items[*].message}",
-    ]);
-    assert!(ok && events.contains("FinalizerTimedOut"), "a Warning Event says why: {events}");
+    let events = memcached_events(&ns, "message");
+    assert!(events.contains("FinalizerTimedOut"), "a Warning Event says why: {events}");
     assert!(events.contains("trap"), "and the traps before it: {events}");
     println!("a Memcached whose policy traps: deleted {took:?} after kubectl delete (timeout 5 s)");
     assert!(op.terminate(Duration::from_secs(10)));
