@@ -93,10 +93,11 @@ pub async fn snapshot(
         (false, true) => return Err(SnapshotError::NamespaceRequired { kind: kind.into() }),
         _ => {}
     }
+    // How messages name it: NAMESPACE/NAME, or NAME alone for a cluster-scoped kind.
+    let object = if cluster_parent { name.to_string() } else { format!("{namespace}/{name}") };
     let at = |resource: &ApiResource| (!cluster_parent && !resolved.is_cluster_scoped(resource)).then_some(namespace);
     let parents: Api<DynamicObject> = api_for(client, &resolved.parent, at(&resolved.parent));
     let Some(parent) = parents.get_opt(name).await? else {
-        let object = if cluster_parent { name.to_string() } else { format!("{namespace}/{name}") };
         return Err(SnapshotError::NotFound { kind: kind.into(), object });
     };
     let mut listed = Listed(HashMap::new());
@@ -120,7 +121,7 @@ pub async fn snapshot(
     let title = format!(
         "{} {} (resourceVersion {}) by {}",
         resolved.parent.kind,
-        if cluster_parent { name.to_string() } else { format!("{namespace}/{name}") },
+        object,
         parent.resource_version().unwrap_or_default(),
         policy.label()
     );
