@@ -20,7 +20,13 @@ impl Reconciler for CronJobPolicy {
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn declarations() -> Declarations {
-        Declarations { parent: CRONJOB.gvk(), children: vec![JOB.gvk()], related: Vec::new(), finalizer: None }
+        Declarations {
+            parent: CRONJOB.gvk(),
+            children: vec![JOB.gvk()],
+            related: Vec::new(),
+            finalizer: None,
+            lookups: Vec::new(),
+        }
     }
 
     fn reconcile(input: &policy_sdk::Input) -> Result<Vec<policy_sdk::Action>, PolicyError> {

@@ -35,6 +35,7 @@ impl Reconciler for MemcachedPolicy {
                 ],
             }],
             finalizer: Some(FINALIZER.into()),
+            lookups: Vec::new(),
         }
     }
 

@@ -22,7 +22,13 @@ impl Reconciler for NetperfPolicy {
     fn declarations() -> Declarations {
         // The pods are the parent's children (owner references): deleting a Netperf
         // deletes them, and no finalizer is needed.
-        Declarations { parent: NETPERF.gvk(), children: vec![POD.gvk()], related: vec![], finalizer: None }
+        Declarations {
+            parent: NETPERF.gvk(),
+            children: vec![POD.gvk()],
+            related: vec![],
+            finalizer: None,
+            lookups: vec![],
+        }
     }
 
     fn reconcile(input: &policy_sdk::Input) -> Result<Vec<policy_sdk::Action>, PolicyError> {

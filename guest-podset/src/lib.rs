@@ -37,6 +37,7 @@ impl Identity for PodSetPolicy {
                 children: vec![kind("", "v1", "Pod")],
                 related: Vec::new(),
                 finalizer: None,
+                lookups: Vec::new(),
             },
         }
     }

@@ -38,6 +38,7 @@ impl Reconciler for TenantPolicy {
             ],
             related: Vec::new(),
             finalizer: None,
+            lookups: Vec::new(),
         }
     }
 

@@ -4,8 +4,8 @@
 //!
 //! PodSet-world fixtures: `infinite-loop`, `memory-bomb`, `panic`, `action-flood`,
 //! `wrong-contract`, `wasi-import`. Any-kind fixtures: `generic-hostile` (reconciles
-//! PodSets and, depending on the parent's `fixture.podset.dev/attack` label, tries one
-//! thing the host must refuse) and `forbidden-kind` (declares a kind the operator's
+//! PodSets, looks up ConfigMaps and, depending on the parent's `fixture.podset.dev/attack`
+//! label, tries one thing the host must refuse) and `forbidden-kind` (declares a kind the operator's
 //! RBAC does not allow), `missing-kind` (reconciles a kind no CRD serves until a test
 //! installs one), `trapping-memcached` (reconciles Memcacheds with the Memcached policy's
 //! finalizer, and traps on every decision), `trapping-tenant` (declares what the Tenant
@@ -34,7 +34,7 @@ wit_bindgen::generate!({ path: ["../wit", "wit"], world: "podset:fixtures/wasi-i
 wit_bindgen::generate!({ path: "../wit", world: "reconcile-policy" });
 
 use exports::podset::policy::identity::Guest as Identity;
-use podset::policy::types::{Declarations, GroupVersionKind, PolicyInfo};
+use podset::policy::types::{Declarations, GroupVersionKind, LookupKind, PolicyInfo};
 
 /// The contract version, read from the WIT package line (a fixture that must be
 /// incompatible says so explicitly).
@@ -86,13 +86,19 @@ impl Identity for Fixture {
         // The Memcached policy's finalizer: a swap to this module leaves it on every
         // Memcached, with a policy that can never say it is done.
         let finalizer = cfg!(feature = "trapping-memcached").then(|| "cache.example.com/finalizer".into());
+        // The hostile one looks up ConfigMaps, where it may not and without end.
+        let lookups = if cfg!(feature = "generic-hostile") {
+            vec![LookupKind { kind: kind("", "v1", "ConfigMap"), patch: false }]
+        } else {
+            Vec::new()
+        };
         PolicyInfo {
             // The Tenant policy's name: the administrator's grant (manifests/reach/tenant.yaml)
             // names it, and a module swapped in for it keeps it.
             name: if cfg!(feature = "trapping-tenant") { "guest-tenant" } else { "hostile-fixture" }.into(),
             version: env!("CARGO_PKG_VERSION").into(),
             contract: contract(),
-            declares: Declarations { parent, children, related: Vec::new(), finalizer },
+            declares: Declarations { parent, children, related: Vec::new(), finalizer, lookups },
         }
     }
 }
@@ -149,7 +155,7 @@ mod podset_world {
 
 #[cfg(any(feature = "generic-hostile", feature = "forbidden-kind", feature = "missing-kind"))]
 mod reconcile_world {
-    use super::exports::podset::policy::reconciler::{Action, Guest, Input, ObjectKey};
+    use super::exports::podset::policy::reconciler::{Action, Guest, Input, Lookup, LookupMatch, ObjectKey};
     use super::podset::policy::types::PolicyError;
 
     /// The label on a parent saying which attack to try.
@@ -184,6 +190,18 @@ mod reconcile_world {
                 Some("owner-references") => vec![Action::Create(configmap(
                     r#","ownerReferences":[{"apiVersion":"v1","kind":"Namespace","name":"default","uid":"x","controller":true}]"#,
                 ))],
+                // A ConfigMap of another namespace: a namespaced parent reads its own.
+                Some("lookup-elsewhere") => vec![Action::LookUp(Lookup {
+                    kind: super::kind("", "v1", "ConfigMap"),
+                    namespace: "kube-system".into(),
+                    match_: LookupMatch::Name("kube-root-ca.crt".into()),
+                })],
+                // Each answer asks for one more ConfigMap: the lookups never settle.
+                Some("lookups-unstable") => vec![Action::LookUp(Lookup {
+                    kind: super::kind("", "v1", "ConfigMap"),
+                    namespace: String::new(),
+                    match_: LookupMatch::Name(format!("{name}-{}", input.looked_up.len())),
+                })],
                 // A harmless child: what the others are refused next to.
                 _ => vec![Action::Apply(configmap(""))],
             })

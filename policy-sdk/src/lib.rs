@@ -23,7 +23,10 @@
 pub mod conditions;
 pub mod heap;
 #[cfg(feature = "reconcile")]
+pub mod lookups;
+#[cfg(feature = "reconcile")]
 pub mod objects;
+pub mod secrets;
 #[cfg(feature = "reconcile")]
 pub mod testing;
 pub mod time;
@@ -48,22 +51,25 @@ pub mod reconcile {
 
 pub use conditions::Condition;
 #[cfg(feature = "reconcile")]
+pub use lookups::Lookups;
+#[cfg(feature = "reconcile")]
 pub use objects::{Kind, Status, apply, create, delete, error, event, update_status};
 #[cfg(feature = "reconcile")]
 pub use reconcile::exports::podset::policy::reconciler::{
-    Action, Event, EventType, InFlight, Input, Object, ObjectKey, ObjectMeta,
+    Action, Answer, Event, EventType, InFlight, Input, Lookup, LookupMatch, Object, ObjectKey, ObjectMeta,
 };
 #[cfg(feature = "reconcile")]
 pub use reconcile::podset::policy::log::{Level, log};
 #[cfg(feature = "reconcile")]
 pub use reconcile::podset::policy::types::{
-    Declarations, GroupVersionKind, KeyValue, LabelRequirement, PolicyError, PolicyInfo, RelatedKind, SelectorValue,
+    Declarations, GroupVersionKind, KeyValue, LabelRequirement, LookupKind, PolicyError, PolicyInfo, RelatedKind,
+    SelectorValue,
 };
 
 /// The WIT source, compiled in so the contract version cannot drift from it.
 const WIT: &str = include_str!("../../wit/policy.wit");
 
-/// The contract version this SDK was built against (the WIT package's), e.g. "0.3.0".
+/// The contract version this SDK was built against (the WIT package's), e.g. "0.4.0".
 pub fn contract_version() -> String {
     WIT.lines()
         .find_map(|l| l.trim().strip_prefix("package podset:policy@"))
@@ -79,7 +85,7 @@ pub trait Reconciler {
     /// The policy's version.
     const VERSION: &'static str;
 
-    /// What it reconciles: the parent kind, child kinds, related kinds, finalizer.
+    /// What it reconciles: the parent kind, child kinds, related kinds, finalizer, lookup kinds.
     fn declarations() -> Declarations;
 
     /// One decision. A pure function of `input`: nothing survives between calls.

@@ -5,7 +5,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::objects::Kind;
-use crate::{Action, InFlight, Input, KeyValue, Object, ObjectMeta};
+use crate::{Action, Answer, InFlight, Input, KeyValue, Lookup, LookupMatch, Object, ObjectMeta};
 
 /// An object of `kind` named `name` in namespace `default`, with `body` (spec, status…).
 pub fn object(kind: Kind, name: &str, body: Value) -> Object {
@@ -45,9 +45,29 @@ pub fn input(parent: Object) -> Input {
         parent,
         children: Vec::new(),
         related: Vec::new(),
+        looked_up: Vec::new(),
         in_flight: InFlight { creations: Vec::new(), deletions: Vec::new() },
         now: 1_700_000_100_000,
     }
+}
+
+/// `input` with the host's answer to a lookup of `kind` by `name` in the parent's
+/// namespace: `found`, or nothing there.
+pub fn answered(mut input: Input, kind: Kind, name: &str, found: Option<Object>) -> Input {
+    let lookup = Lookup { kind: kind.gvk(), namespace: String::new(), match_: LookupMatch::Name(name.into()) };
+    input.looked_up.push(Answer { lookup, objects: found.into_iter().collect() });
+    input
+}
+
+/// The lookups a decision names.
+pub fn looked_up(actions: &[Action]) -> Vec<Lookup> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::LookUp(l) => Some(l.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The children a decision creates, as JSON.

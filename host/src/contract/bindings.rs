@@ -26,8 +26,8 @@ pub mod reconcile_world {
 
 pub use podset_world::podset::policy::log::Level;
 pub use podset_world::podset::policy::types::{
-    Condition, ConditionStatus, Declarations, GroupVersionKind, KeyValue, LabelRequirement, PolicyError as GuestError,
-    PolicyInfo, RelatedKind, SelectorValue,
+    Condition, ConditionStatus, Declarations, GroupVersionKind, KeyValue, LabelRequirement, LookupKind,
+    PolicyError as GuestError, PolicyInfo, RelatedKind, SelectorValue,
 };
 pub use podset_world::{PodsetPolicy, PodsetPolicyPre};
 pub use reconcile_world::{ReconcilePolicy, ReconcilePolicyPre};
@@ -42,14 +42,14 @@ pub mod podset {
 /// The any-kind world's own types.
 pub mod reconciler {
     pub use super::reconcile_world::exports::podset::policy::reconciler::{
-        Action, Event, EventType, InFlight, Input, Object, ObjectKey, ObjectMeta,
+        Action, Answer, Event, EventType, InFlight, Input, Lookup, LookupMatch, Object, ObjectKey, ObjectMeta,
     };
 }
 
 /// The WIT source, compiled in so the contract version cannot drift from it.
 const WIT: &str = include_str!("../../../wit/policy.wit");
 
-/// The WIT package's version, e.g. "0.3.0": the contract version this host speaks.
+/// The WIT package's version, e.g. "0.4.0": the contract version this host speaks.
 pub fn contract_version() -> &'static str {
     WIT.lines()
         .find_map(|l| l.trim().strip_prefix("package podset:policy@"))

@@ -42,7 +42,10 @@ pub fn kind_name(k: &GroupVersionKind) -> String {
 /// Checks what a policy declares, before the host watches anything for it.
 pub fn check(d: &Declarations, podset_world: bool) -> Result<(), Invalid> {
     let invalid = |m: String| Err(Invalid(m));
-    let kinds = std::iter::once(&d.parent).chain(&d.children).chain(d.related.iter().map(|r| &r.kind));
+    let kinds = std::iter::once(&d.parent)
+        .chain(&d.children)
+        .chain(d.related.iter().map(|r| &r.kind))
+        .chain(d.lookups.iter().map(|l| &l.kind));
     for k in kinds {
         if k.version.is_empty() || k.kind.is_empty() {
             return invalid(format!("kind {:?} needs a version and a kind", kind_name(&to_gvk(k))));
@@ -63,6 +66,19 @@ pub fn check(d: &Declarations, podset_world: bool) -> Result<(), Invalid> {
             ));
         }
     }
+    for (i, l) in d.lookups.iter().enumerate() {
+        let name = kind_name(&to_gvk(&l.kind));
+        if d.lookups[..i].iter().any(|earlier| earlier.kind == l.kind) {
+            return invalid(format!("lookup kind {name} is declared twice"));
+        }
+        // A patch changes what someone else owns; the parent and the children are the
+        // policy's own, written by status and apply.
+        if l.patch && (l.kind == d.parent || d.children.contains(&l.kind)) {
+            return invalid(format!(
+                "lookup kind {name} is declared with patch, but it is the parent or a child kind, which the policy writes already"
+            ));
+        }
+    }
     if let Some(f) = &d.finalizer
         && !finalizer_ok(f)
     {
@@ -72,6 +88,7 @@ pub fn check(d: &Declarations, podset_world: bool) -> Result<(), Invalid> {
         let ok = to_gvk(&d.parent) == podset_kind()
             && d.children.iter().map(to_gvk).eq([pod_kind()])
             && d.related.is_empty()
+            && d.lookups.is_empty()
             && d.finalizer.is_none();
         if !ok {
             return invalid(format!(
@@ -125,7 +142,7 @@ pub fn matches(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::bindings::LabelRequirement;
+    use crate::contract::bindings::{LabelRequirement, LookupKind};
     use kube::api::DynamicObject;
 
     fn gvk(g: &str, v: &str, k: &str) -> WitGvk {
@@ -144,6 +161,7 @@ mod tests {
                 }],
             }],
             finalizer: Some("cache.example.com/finalizer".into()),
+            lookups: vec![LookupKind { kind: gvk("", "v1", "Secret"), patch: false }],
         }
     }
 
@@ -163,6 +181,17 @@ mod tests {
         d.parent.kind = "Mem cached".into();
         assert!(check(&d, false).is_err());
         assert!(check(&memcached(), true).is_err(), "the PodSet world reconciles PodSets only");
+        let mut d = memcached();
+        d.lookups.push(d.lookups[0].clone());
+        assert!(check(&d, false).expect_err("twice").0.contains("twice"));
+        let mut d = memcached();
+        d.lookups.push(LookupKind { kind: gvk("apps", "v1", "Deployment"), patch: true });
+        assert!(check(&d, false).expect_err("a child").0.contains("patch"));
+        d.lookups[1].patch = false;
+        assert!(check(&d, false).is_ok(), "a child kind may be looked up, to read");
+        let mut d = memcached();
+        d.lookups[0].kind.kind = "Se cret".into();
+        assert!(check(&d, false).is_err());
     }
 
     #[test]

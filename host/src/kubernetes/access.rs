@@ -11,7 +11,7 @@ use kube::core::GroupVersionKind;
 use kube::discovery::{self, Scope};
 
 use super::scope::ClusterScoped;
-use crate::contract::bindings::{Declarations, RelatedKind};
+use crate::contract::bindings::{Declarations, LookupKind, RelatedKind};
 use crate::contract::declarations::{kind_name, to_gvk};
 use crate::crd::{GroupKind, Reach};
 
@@ -21,6 +21,8 @@ pub struct Resolved {
     pub parent: ApiResource,
     pub children: Vec<ApiResource>,
     pub related: Vec<(ApiResource, RelatedKind)>,
+    /// Kinds looked up by name or computed selector (contract 0.4).
+    pub lookups: Vec<(ApiResource, LookupKind)>,
     pub finalizer: Option<String>,
     /// Which of these kinds are cluster-scoped.
     pub cluster_scoped: ClusterScoped,
@@ -173,7 +175,19 @@ pub async fn discover_all(client: &Client, d: &Declarations) -> Result<Resolved,
     for r in &d.related {
         related.push((found(discover(client, &to_gvk(&r.kind)).await?), r.clone()));
     }
-    Ok(Resolved { parent, children, related, finalizer: d.finalizer.clone(), cluster_scoped, reach: Reach::default() })
+    let mut lookups = Vec::new();
+    for l in &d.lookups {
+        lookups.push((found(discover(client, &to_gvk(&l.kind)).await?), l.clone()));
+    }
+    Ok(Resolved {
+        parent,
+        children,
+        related,
+        lookups,
+        finalizer: d.finalizer.clone(),
+        cluster_scoped,
+        reach: Reach::default(),
+    })
 }
 
 /// The verbs the host uses on behalf of a policy.
@@ -193,6 +207,16 @@ fn needs(r: &Resolved) -> Vec<(&'static str, &ApiResource, Option<&'static str>)
     for (related, _) in &r.related {
         for verb in ["get", "list", "watch"] {
             needs.push((verb, related, None));
+        }
+    }
+    // Looked-up kinds are watched like related ones; a kind declared with `patch` is
+    // also written by server-side apply.
+    for (looked_up, kind) in &r.lookups {
+        for verb in ["get", "list", "watch"] {
+            needs.push((verb, looked_up, None));
+        }
+        if kind.patch {
+            needs.push(("patch", looked_up, None));
         }
     }
     needs
@@ -263,6 +287,7 @@ mod tests {
             parent,
             children: vec![namespaces, ApiResource::erase::<ConfigMap>(&())],
             related: Vec::new(),
+            lookups: Vec::new(),
             finalizer: None,
             cluster_scoped,
             reach,

@@ -3,8 +3,8 @@
 //!
 //! A watch is held by [`WatchGuard`]s: the first guard starts it, the last one dropped
 //! stops it. Each watch tells the parent controllers that route through it which
-//! parents an event concerns: the controller owner of a child, or the parents whose
-//! related-object selectors match.
+//! parents an event concerns: the controller owner of a child, the parents whose
+//! related-object selectors match, or the parents that looked the object up.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -59,12 +59,18 @@ pub struct Route {
 /// it is gone.
 pub type ChildSeen = Box<dyn Fn(&ObjectRef<Object>, &Object, &ApiResource, bool) + Send + Sync>;
 
+/// The parents whose lookups a changed object (of a resource) concerns.
+pub type LookedUpBy = Arc<dyn Fn(&ApiResource, &Object) -> Vec<ObjectRef<Object>> + Send + Sync>;
+
 pub enum Via {
     /// A child concerns the parent named by its controller owner reference.
     Controller { on_child: ChildSeen },
     /// A related object concerns every parent (in `parents`) one of whose `selectors`
     /// it matches.
     Related { parents: Store<Object>, selectors: Vec<RelatedKind> },
+    /// A looked-up object concerns the parents whose last decision named it, or whose
+    /// label lookup it matches.
+    Lookup { parents: LookedUpBy },
 }
 
 /// One watched kind: its store, its health, and who to tell about changes.
@@ -118,6 +124,11 @@ impl Watched {
                         // were all sent by one decision).
                         let ending = gone || obj.metadata.deletion_timestamp.is_some();
                         let _ = if ending { &route.at_once } else { &route.notify }.unbounded_send(parent);
+                    }
+                }
+                Via::Lookup { parents } => {
+                    for parent in parents(&self.resource, obj) {
+                        let _ = route.notify.unbounded_send(parent);
                     }
                 }
                 Via::Related { parents, selectors } => {

@@ -20,6 +20,7 @@ use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
 
 use super::keys::ChildKey;
+use super::lookups::LookupError;
 use super::observe::Observed;
 use super::plan::{Checked, Child, Doomed, Note, Plan};
 use super::restrict::{self, Weakening};
@@ -77,6 +78,18 @@ pub enum Rejection {
     NoFinalizer,
     #[error("event: {0}")]
     InvalidEvent(String),
+    #[error("{0}")]
+    Lookup(#[from] LookupError),
+    #[error("{calls} calls in one reconcile and the last still named lookups it had no answer to: {missing}")]
+    LookupsUnstable { calls: usize, missing: String },
+    #[error("{key}: a patch changes only an object this decision looked up, and it did not look this one up")]
+    NotLookedUp { key: Box<ChildKey> },
+    #[error("{key}: {kind} is neither a child kind nor a lookup kind declared with patch")]
+    NotPatchable { key: Box<ChildKey>, kind: String },
+    #[error(
+        "{key}: a patch may not carry a pod spec ({field}): the restricted profile is the host's to set on what it creates"
+    )]
+    PatchesPodSpec { key: Box<ChildKey>, field: String },
 }
 
 impl Rejection {
@@ -85,6 +98,7 @@ impl Rejection {
     pub fn reason(&self) -> &'static str {
         match self {
             Rejection::InvalidTemplate { .. } => "InvalidTemplate",
+            Rejection::LookupsUnstable { .. } => "LookupsUnstable",
             _ => "InvalidDecision",
         }
     }
@@ -108,6 +122,10 @@ impl Rejection {
             Rejection::InvalidStatus(_) => "InvalidStatus",
             Rejection::NotDeleting | Rejection::NoFinalizer => "InvalidFinalize",
             Rejection::InvalidEvent(_) => "InvalidEvent",
+            Rejection::Lookup(e) => e.metric_label(),
+            Rejection::LookupsUnstable { .. } => "LookupsUnstable",
+            Rejection::NotLookedUp { .. } | Rejection::NotPatchable { .. } => "NotPatchable",
+            Rejection::PatchesPodSpec { .. } => "PatchesPodSpec",
         }
     }
 }
@@ -120,6 +138,10 @@ pub fn check(plan: Plan, observed: &Observed, resolved: &Resolved) -> Result<Che
         out.creates.push(child(object, Mode::Create, &parent, resolved)?);
     }
     for object in plan.applies {
+        if !is_child_kind(&object, resolved) && is_lookup_kind(&object, resolved) {
+            out.patches.extend(patch(object, observed, resolved)?);
+            continue;
+        }
         let c = child(object, Mode::Apply, &parent, resolved)?;
         // An apply that changes nothing still costs a write request and the API
         // server's work on it: skip it.
@@ -294,6 +316,86 @@ fn child(object: Value, mode: Mode, parent: &Parent, resolved: &Resolved) -> Res
     restrict::object(&kind, &mut obj.data)
         .map_err(|weakening| Rejection::Weakened { child: key.to_string(), weakening })?;
     Ok(Child { resource: Arc::new(resource.clone()), object: obj })
+}
+
+fn kind_of(object: &Value) -> (&str, &str) {
+    let field = |f: &str| object.get(f).and_then(Value::as_str).unwrap_or_default();
+    (field("apiVersion"), field("kind"))
+}
+
+fn is_child_kind(object: &Value, resolved: &Resolved) -> bool {
+    let (api_version, kind) = kind_of(object);
+    resolved.children.iter().any(|r| r.api_version == api_version && r.kind == kind)
+}
+
+fn is_lookup_kind(object: &Value, resolved: &Resolved) -> bool {
+    let (api_version, kind) = kind_of(object);
+    resolved.lookups.iter().any(|(r, _)| r.api_version == api_version && r.kind == kind)
+}
+
+/// An apply of a looked-up object, not a child: the fields it sets, written as the
+/// policy's, on an object this decision looked up, of a lookup kind declared with
+/// `patch`. Nothing that would make it the parent's (owner references, the host's
+/// label, finalizers), and no pod spec. `None` when every field already holds.
+fn patch(object: Value, observed: &Observed, resolved: &Resolved) -> Result<Option<Child>, Rejection> {
+    let (api_version, kind) = kind_of(&object);
+    let (api_version, kind) = (api_version.to_string(), kind.to_string());
+    let Some((resource, declared)) =
+        resolved.lookups.iter().find(|(r, _)| r.api_version == api_version && r.kind == kind)
+    else {
+        return Err(Rejection::UndeclaredKind { kind: format!("{api_version} {kind}") });
+    };
+    let mut obj: DynamicObject = serde_json::from_value(object)
+        .map_err(|e| Rejection::Malformed { what: format!("patched {kind}"), error: e.to_string() })?;
+    let meta = &mut obj.metadata;
+    let Some(name) = meta.name.clone() else {
+        return Err(Rejection::Malformed { what: format!("patched {kind}"), error: "no metadata.name".into() });
+    };
+    syntax("name", &name, dns1123_subdomain(&name, 253))?;
+    let asked = meta.namespace.clone().filter(|ns| !ns.is_empty());
+    let namespace = match (resolved.is_cluster_scoped(resource), asked) {
+        (true, _) => None,
+        (false, Some(ns)) => Some(ns),
+        (false, None) => Some(observed.namespace()).filter(|ns| !ns.is_empty()),
+    };
+    meta.namespace = namespace.clone();
+    let key = ChildKey::new(resource, namespace.as_deref().unwrap_or_default(), &name);
+    if !declared.patch {
+        return Err(Rejection::NotPatchable { key: Box::new(key), kind });
+    }
+    if meta.owner_references.as_ref().is_some_and(|o| !o.is_empty()) {
+        return Err(Rejection::Reserved { what: format!("{key}: metadata.ownerReferences") });
+    }
+    if meta.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+        return Err(Rejection::Reserved { what: format!("{key}: metadata.finalizers of an object it does not own") });
+    }
+    if meta.labels.iter().flatten().any(|(k, _)| k == MANAGED_BY_LABEL) {
+        return Err(Rejection::Reserved { what: format!("{key}: label {MANAGED_BY_LABEL}") });
+    }
+    for (k, v) in meta.labels.iter().flatten() {
+        syntax("label key", k, qualified_name(k))?;
+        syntax(&format!("label {k}"), v, label_value(v))?;
+    }
+    for k in meta.annotations.iter().flatten().map(|(k, _)| k) {
+        syntax("annotation key", k, qualified_name(k))?;
+    }
+    if let Some(field) = restrict::pod_spec_paths(&kind).iter().find(|p| obj.data.pointer(&pointer(p)).is_some()) {
+        return Err(Rejection::PatchesPodSpec { key: Box::new(key), field: field.join(".") });
+    }
+    let seen = observed
+        .looked_up
+        .iter()
+        .flat_map(|a| &a.objects)
+        .find(|o| o.resource.api_version == api_version && o.resource.kind == kind && key.names(&o.object))
+        .ok_or_else(|| Rejection::NotLookedUp { key: Box::new(key.clone()) })?;
+    if already_holds(&obj, &seen.object) {
+        return Ok(None);
+    }
+    Ok(Some(Child { resource: seen.resource.clone(), object: obj }))
+}
+
+fn pointer(path: &[&str]) -> String {
+    path.iter().map(|k| format!("/{k}")).collect()
 }
 
 /// Where a child goes: a cluster-scoped kind nowhere; a namespaced parent's child in
@@ -478,6 +580,65 @@ mod tests {
     }
 
     #[test]
+    fn a_looked_up_object_is_patched_as_it_is_never_owned_and_only_if_looked_up() {
+        use crate::contract::bindings::LookupKind;
+        use crate::contract::bindings::reconciler::{Lookup, LookupMatch};
+        use crate::contract::declarations::to_wit;
+        use crate::reconcile::lookups::LookedUp;
+        use crate::reconcile::observe::Observation;
+        use podset_test_support::objects::configmaps;
+
+        let mut r = resolved(None);
+        r.children = vec![pods()];
+        let kind_of =
+            |res: &ApiResource| to_wit(&kube::core::GroupVersionKind::gvk(&res.group, &res.version, &res.kind));
+        r.lookups = vec![
+            (deployments(), LookupKind { kind: kind_of(&deployments()), patch: true }),
+            (configmaps(), LookupKind { kind: kind_of(&configmaps()), patch: false }),
+        ];
+        // Someone else's Deployment, found by a lookup, and one of their ConfigMaps.
+        let mut app = DynamicObject::new("app", &deployments()).within("ns");
+        app.data = json!({ "spec": { "template": { "metadata": { "annotations": { "hash": "old" } } } } });
+        let settings = DynamicObject::new("settings", &configmaps()).within("ns");
+        let mut o = observed(podset(1), Vec::new());
+        for (res, obj) in [(deployments(), app), (configmaps(), settings)] {
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            let lookup = Lookup { kind: kind_of(&res), namespace: String::new(), match_: LookupMatch::Name(name) };
+            let seen = Observation { resource: Arc::new(res), object: Arc::new(obj.into()) };
+            o.looked_up.push(LookedUp { lookup, objects: vec![seen] });
+        }
+        let patch = |name: &str, hash: &str| {
+            json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": name },
+                    "spec": { "template": { "metadata": { "annotations": { "hash": hash } } } } })
+        };
+        let checked = check(Plan { applies: vec![patch("app", "new")], ..Plan::default() }, &o, &r).expect("passes");
+        assert!(checked.applies.is_empty(), "not a child");
+        let patched = &checked.patches[0].object;
+        assert_eq!(patched.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(patched.metadata.owner_references, None, "never owned");
+        assert_eq!(patched.metadata.labels, None, "not the host's");
+        let unchanged = check(Plan { applies: vec![patch("app", "old")], ..Plan::default() }, &o, &r).expect("passes");
+        assert!(unchanged.patches.is_empty(), "every field already holds");
+
+        let refused =
+            |object: Value| check(Plan { applies: vec![object], ..Plan::default() }, &o, &r).expect_err("refused");
+        assert!(matches!(refused(patch("other", "new")), Rejection::NotLookedUp { .. }), "not looked up");
+        let mut pod_spec = patch("app", "new");
+        pod_spec["spec"]["template"]["spec"] = json!({ "containers": [{ "name": "c", "image": "evil" }] });
+        let e = refused(pod_spec);
+        assert!(matches!(&e, Rejection::PatchesPodSpec { .. }) && e.to_string().contains("spec.template.spec"), "{e}");
+        let mut owned = patch("app", "new");
+        owned["metadata"]["ownerReferences"] = json!([{ "apiVersion": "v1", "kind": "X", "name": "x", "uid": "u" }]);
+        assert!(matches!(refused(owned), Rejection::Reserved { .. }));
+        let mut labelled = patch("app", "new");
+        labelled["metadata"]["labels"] = json!({ MANAGED_BY_LABEL: MANAGED_BY });
+        assert!(matches!(refused(labelled), Rejection::Reserved { .. }), "adopting it into the host's watch");
+        let read_only =
+            json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "settings" }, "data": {} });
+        assert!(matches!(refused(read_only), Rejection::NotPatchable { .. }), "declared without patch");
+    }
+
+    #[test]
     fn requeues_are_clamped() {
         let o = observed(podset(1), Vec::new());
         let c = check(Plan { requeue_ms: Some(1), ..Plan::default() }, &o, &resolved(None)).expect("passes");
@@ -506,6 +667,7 @@ mod tests {
                 parent: tenants(),
                 children: vec![namespaces(), configmaps()],
                 related: Vec::new(),
+                lookups: Vec::new(),
                 finalizer: None,
                 cluster_scoped,
                 reach: Reach {

@@ -32,6 +32,7 @@ use super::expectations::Seen;
 use super::flow::{error_policy, reconcile};
 use super::keys::ChildKey;
 use super::kind::{KindContext, KindState};
+use super::lookups::LookupIndex;
 use crate::contract::bindings::RelatedKind;
 use crate::contract::declarations::kind_name;
 use crate::kubernetes::cache::{CacheHealth, reflected};
@@ -49,6 +50,8 @@ struct Shape {
     parent: ApiResource,
     children: BTreeMap<String, ApiResource>,
     related: BTreeMap<String, (ApiResource, Vec<RelatedKind>)>,
+    /// Kinds looked up (contract 0.4).
+    lookups: BTreeMap<String, ApiResource>,
     /// Which of these kinds are cluster-scoped (one answer per kind: discovery's).
     cluster_scoped: ClusterScoped,
 }
@@ -141,6 +144,7 @@ fn desired(ctx: &Context) -> HashMap<GroupVersionKind, Shape> {
             parent: r.parent.clone(),
             children: BTreeMap::new(),
             related: BTreeMap::new(),
+            lookups: BTreeMap::new(),
             cluster_scoped: ClusterScoped::default(),
         });
         if r.parent_is_cluster_scoped() {
@@ -163,6 +167,12 @@ fn desired(ctx: &Context) -> HashMap<GroupVersionKind, Shape> {
             if !entry.1.contains(kind) {
                 entry.1.push(kind.clone());
             }
+        }
+        for (res, _) in &r.lookups {
+            if r.is_cluster_scoped(res) {
+                shape.cluster_scoped.insert(res);
+            }
+            shape.lookups.insert(format!("{}/{}", res.api_version, res.plural), res.clone());
         }
     }
     out
@@ -207,6 +217,25 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
             guards.push(guard);
         }
     }
+    // Looked-up objects, too, are the host's own and the rest; a change to one re-queues
+    // the parents whose last decision named it (reconcile::lookups).
+    let lookups = Arc::new(LookupIndex::default());
+    for res in shape.lookups.values() {
+        for scope in [Scope::Children, Scope::Unmanaged] {
+            let guard = ctx.watches.acquire(res, scope, shape.cluster_scoped.contains(res));
+            let index = lookups.clone();
+            let route = Arc::new(Route {
+                parent: shape.parent.clone(),
+                parent_namespaced,
+                notify: changed_tx.clone(),
+                at_once: requeue_tx.clone(),
+                via: Via::Lookup { parents: Arc::new(move |resource, obj| index.parents_of(resource, obj)) },
+            });
+            guard.watched.add_route(route.clone());
+            routes.push((guard.watched.clone(), route));
+            guards.push(guard);
+        }
+    }
     let state = Arc::new(KindState {
         resource: shape.parent.clone(),
         gvk: gvk.clone(),
@@ -215,11 +244,18 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
         requeue: requeue_tx,
         guards,
         routes,
+        lookups,
     });
     let stop = ctx.shutdown.child_token();
     let triggers = Triggers { requeue: requeue_rx, changed: changed_rx };
     let task = tokio::spawn(run(ctx.clone(), state.clone(), writer, triggers, stop.clone()));
-    info!(kind = %kind_name(gvk), children = shape.children.len(), related = shape.related.len(), "controller started");
+    info!(
+        kind = %kind_name(gvk),
+        children = shape.children.len(),
+        related = shape.related.len(),
+        lookups = shape.lookups.len(),
+        "controller started"
+    );
     Running { state, shape, stop, task }
 }
 
@@ -280,6 +316,7 @@ async fn run(
     // namespace (kubernetes::access::scopes).
     let api: Api<Object> = api_for(&ctx.client, &kind.resource, ctx.namespace.as_deref());
     let forget = ctx.clone();
+    let forgotten = kind.lookups.clone();
     let resource = kind.resource.clone();
     let parents = reflected(api, watcher::Config::default(), writer, kind.health.clone())
         // A deleted parent is never reconciled again: drop what was kept about it here.
@@ -288,6 +325,7 @@ async fn run(
                 let key = ObjectRef::from_obj_with(p, resource.clone());
                 forget.expectations.forget(&key);
                 forget.written.forget(&key);
+                forgotten.forget(&key);
             }
         })
         .applied_objects()

@@ -2,11 +2,13 @@
 //! and the world's actions as a [`Plan`].
 
 use super::check::Rejection;
+use super::lookups;
 use super::observe::Observed;
 use super::plan::Plan;
 use super::record::{Recorder, Subject};
 use super::shadow::Shadows;
 use super::translate::{input_for, plan_for};
+use crate::contract::bindings::reconciler::Lookup;
 use crate::registry::{Admitted, Shadow};
 use crate::sandbox::{PolicyEngine, Spent};
 
@@ -27,29 +29,60 @@ pub struct Witnesses<'a> {
     pub shadows: Option<(&'a Shadows, Vec<Shadow>)>,
 }
 
+/// A decision made, and what it took.
+pub struct Decided {
+    pub plan: Plan,
+    /// One per call into the policy: more than one when it named lookups the host had
+    /// not answered yet.
+    pub spent: Vec<Spent>,
+}
+
 /// Asks `admitted`'s policy what to do about `observed`, and tells the `witnesses`.
-/// Returns the plan and what the decision took.
+///
+/// A call that names a lookup without an answer in its input is not acted on: the
+/// host answers it into `observed.looked_up` and calls again, at most
+/// [`lookups::MAX_CALLS`] times. Every call is recorded (each is an exact input and
+/// output); shadows decide from the final observation, with its answers.
 pub async fn decide(
     engine: &PolicyEngine,
     admitted: &Admitted,
-    observed: &Observed,
+    observed: &mut Observed,
     witnesses: Witnesses<'_>,
-) -> Result<(Plan, Spent), Failed> {
+) -> Result<Decided, Failed> {
     let policy = admitted.policy.clone();
-    let input = input_for(&policy, observed).map_err(Failed::Rejected)?;
-    let kept = witnesses.recorder.map(|_| input.clone());
-    let decision = engine.decide(policy.clone(), input).await;
-    if let (Some(recorder), Some(input)) = (witnesses.recorder, kept) {
-        let outcome = decision.as_ref().map(|d| d.actions.clone()).map_err(|e| e.reason());
-        recorder.record(subject(observed), &policy, input, outcome);
-    }
+    let mut spent = Vec::new();
+    let decision = loop {
+        let input = input_for(&policy, observed).map_err(Failed::Rejected)?;
+        let kept = witnesses.recorder.map(|_| input.clone());
+        let decision = engine.decide(policy.clone(), input).await;
+        if let (Some(recorder), Some(input)) = (witnesses.recorder, kept) {
+            let outcome = decision.as_ref().map(|d| d.actions.clone()).map_err(|e| e.reason());
+            recorder.record(subject(observed), &policy, input, outcome);
+        }
+        let Ok(d) = &decision else { break decision };
+        spent.push(d.spent);
+        let named = lookups::named_lookups(&d.actions);
+        let missing: Vec<Lookup> = lookups::unanswered(&named, &observed.looked_up).into_iter().cloned().collect();
+        if missing.is_empty() {
+            observed.answerer.remember(&named, &observed.looked_up);
+            break decision;
+        }
+        if spent.len() >= lookups::MAX_CALLS {
+            let missing = missing.iter().map(lookups::describe).collect::<Vec<_>>().join(", ");
+            return Err(Failed::Rejected(Rejection::LookupsUnstable { calls: spent.len(), missing }));
+        }
+        for lookup in &missing {
+            let answer = observed.answerer.answer(lookup).map_err(|e| Failed::Rejected(e.into()))?;
+            observed.looked_up.push(answer);
+        }
+    };
     if let Some((shadows, which)) = witnesses.shadows {
         let live = decision.as_ref().map(|d| d.actions.clone()).map_err(|e| e.reason().to_string());
         shadows.offer(which, observed, live);
     }
     let decision = decision.map_err(Failed::Policy)?;
     let plan = plan_for(decision.actions, observed).map_err(Failed::Rejected)?;
-    Ok((plan, decision.spent))
+    Ok(Decided { plan, spent })
 }
 
 /// The parent a decision is for, as a recording names it.

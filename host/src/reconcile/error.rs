@@ -38,6 +38,8 @@ pub enum Error {
 pub enum ChildAction {
     Create,
     Apply,
+    /// A looked-up object, not a child (contract 0.4).
+    Patch,
     Delete,
 }
 
@@ -46,6 +48,7 @@ impl ChildAction {
         match self {
             ChildAction::Create => "creating",
             ChildAction::Apply => "applying",
+            ChildAction::Patch => "patching",
             ChildAction::Delete => "deleting",
         }
     }
@@ -56,6 +59,7 @@ impl ChildAction {
         match self {
             ChildAction::Create => "FailedCreate",
             ChildAction::Apply => "FailedApply",
+            ChildAction::Patch => "FailedPatch",
             ChildAction::Delete => "FailedDelete",
         }
     }

@@ -60,6 +60,9 @@ pub async fn execute(
     for child in &checked.applies {
         act.apply(child).await?;
     }
+    for object in &checked.patches {
+        act.patch(object).await?;
+    }
     let deleted = join_all(checked.deletes.iter().map(|d| act.delete(d))).await;
     deleted.into_iter().collect::<Result<Vec<()>>>()?;
     for note in &checked.events {
@@ -214,6 +217,22 @@ impl Act<'_> {
                 let note = format!("Error applying {} {name}: {}", child.resource.kind.to_lowercase(), refusal(&e));
                 self.host_event(EventType::Warning, "FailedApply", "Apply", note, None);
                 Err(Error::Child { action: ChildAction::Apply, key: child.key().to_string(), source: e })
+            }
+        }
+    }
+
+    /// A merge patch of the fields a policy sets on an object it looked up: unlike an
+    /// apply, it never creates the object if it went meanwhile (404).
+    async fn patch(&self, object: &Child) -> Result<()> {
+        let key = object.key();
+        let pp = PatchParams { field_manager: Some(self.manager.into()), ..PatchParams::default() };
+        match self.api(&object.resource, &key).patch(&key.name, &pp, &Patch::Merge(&object.object)).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let note =
+                    format!("Error patching {} {}: {}", object.resource.kind.to_lowercase(), key.name, refusal(&e));
+                self.host_event(EventType::Warning, "FailedPatch", "Patch", note, None);
+                Err(Error::Child { action: ChildAction::Patch, key: key.to_string(), source: e })
             }
         }
     }

@@ -100,7 +100,12 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
     // Deciding from a cache that has not listed (a restart) or is stale (a broken
     // watch) would count children that are not there: wait until every cache this
     // reconcile reads is current. kube-runtime only waits for the parents' cache.
-    let related: Vec<_> = resolved.related.iter().map(|(r, _)| r.clone()).collect();
+    let related: Vec<_> = resolved
+        .related
+        .iter()
+        .map(|(r, _)| r.clone())
+        .chain(resolved.lookups.iter().map(|(r, _)| r.clone()))
+        .collect();
     if !until(ctx, kind.caches_for(&resolved.children, &related).synced()).await {
         return Ok(Action::await_change());
     }
@@ -142,27 +147,31 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
         return Ok(Action::await_change());
     }
 
-    let observed = observe::gather(parent.clone(), &kind.resource, resolved, kind.as_ref(), &ctx.expectations);
-    act(ctx, &admitted, &observed).await.map(Action::requeue)
+    let memory = Some(kind.lookups.clone());
+    let observed = observe::gather(parent.clone(), &kind.resource, resolved, kind.as_ref(), &ctx.expectations, memory);
+    act(ctx, &admitted, observed).await.map(Action::requeue)
 }
 
 /// Decides for `observed` with `admitted`, checks the decision and performs it.
 /// Returns when to look again. The part of a reconcile that talks to the API server,
 /// separate from the caches so it can be driven in-process.
-pub async fn act(ctx: &Context, admitted: &Admitted, observed: &Observed) -> Result<Duration> {
-    let parent = &observed.parent;
+pub async fn act(ctx: &Context, admitted: &Admitted, mut observed: Observed) -> Result<Duration> {
     let resolved = &admitted.resolved;
     let label = admitted.policy.label().to_string();
-    let resource = &observed.parent_resource;
-    let shadows = ctx.registry.shadows_for(parent, &admitted.parent_kind());
+    let shadows = ctx.registry.shadows_for(&observed.parent, &admitted.parent_kind());
     let witnesses = decide::Witnesses {
         recorder: ctx.recorder.as_ref(),
         shadows: (!shadows.is_empty()).then_some((&ctx.shadows, shadows)),
     };
-    let plan = match decide::decide(&ctx.engine, admitted, observed, witnesses).await {
-        Ok((plan, spent)) => {
-            ctx.metrics.decided(spent, observed.children.len());
-            plan
+    let decided = decide::decide(&ctx.engine, admitted, &mut observed, witnesses).await;
+    let observed = &observed;
+    let (parent, resource) = (&observed.parent, &observed.parent_resource);
+    let plan = match decided {
+        Ok(decided) => {
+            for spent in decided.spent {
+                ctx.metrics.decided(spent, observed.children.len());
+            }
+            decided.plan
         }
         Err(Failed::Policy(source)) => {
             report_failure(ctx, resource, parent, POLICY_FAILED, source.reason(), &source.to_string()).await;

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::burst::InFlight;
 use super::context::Context;
+use super::lookups::LookupIndex;
 use crate::kubernetes::cache::{CacheHealth, Caches};
 use crate::kubernetes::object::Object;
 use crate::kubernetes::watches::{Route, Scope, WatchGuard, Watched};
@@ -64,6 +65,8 @@ pub struct KindState {
     pub(super) requeue: UnboundedSender<ObjectRef<Object>>,
     pub(super) guards: Vec<WatchGuard>,
     pub(super) routes: Vec<(Arc<Watched>, Arc<Route>)>,
+    /// What each parent's last decision looked up (contract 0.4).
+    pub lookups: Arc<LookupIndex>,
 }
 
 impl Drop for KindState {
@@ -93,20 +96,17 @@ impl KindState {
         let _ = self.requeue.unbounded_send(ObjectRef::from_obj_with(parent, self.resource.clone()));
     }
 
-    fn find(&self, scope: Scope, resource: &ApiResource) -> Option<&Watched> {
-        self.guards
-            .iter()
-            .find(|g| g.watched.scope == scope && same(&g.watched.resource, resource))
-            .map(|g| g.watched.as_ref())
+    fn find(&self, scope: Scope, resource: &ApiResource) -> Option<&Arc<Watched>> {
+        self.guards.iter().find(|g| g.watched.scope == scope && same(&g.watched.resource, resource)).map(|g| &g.watched)
     }
 }
 
 impl super::observe::Caches for KindState {
-    fn children(&self, resource: &ApiResource) -> Option<&Watched> {
+    fn children(&self, resource: &ApiResource) -> Option<&Arc<Watched>> {
         self.find(Scope::Children, resource)
     }
 
-    fn unmanaged(&self, resource: &ApiResource) -> Option<&Watched> {
+    fn unmanaged(&self, resource: &ApiResource) -> Option<&Arc<Watched>> {
         self.find(Scope::Unmanaged, resource)
     }
 }

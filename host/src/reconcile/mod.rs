@@ -1,7 +1,8 @@
 //! The reconciler, the same for every parent kind:
 //!
 //! [`observe`] (parent, children, related objects, work in flight) →
-//! [`decide`] (the policy, in its world, through the contract) →
+//! [`decide`] (the policy, in its world, through the contract; called again while it
+//! names [`lookups`] not yet answered) →
 //! [`check`] (the plan against the parent; [`restrict`]s pods) →
 //! [`execute`] (children, Events, finalizer) → [`status`] (written only when changed).
 //!
@@ -12,6 +13,7 @@
 //! [`expectations`] remember what was asked of the API server and not yet seen.
 
 pub mod burst;
+pub mod caches;
 pub mod check;
 pub mod context;
 pub mod controller;
@@ -22,6 +24,7 @@ pub mod expectations;
 pub mod flow;
 pub mod keys;
 pub mod kind;
+pub mod lookups;
 pub mod observe;
 pub mod plan;
 pub mod record;

@@ -9,20 +9,13 @@ use kube::ResourceExt;
 use kube::api::ApiResource;
 use kube::runtime::reflector::ObjectRef;
 
+pub use super::caches::{Caches, Observation};
 use super::expectations::{Expectations, InFlight, Seen};
 use super::keys::{ChildKey, ParentRef};
+use super::lookups::{Answerer, LookedUp, LookupIndex};
 use crate::contract::declarations::{matches, related_selector};
 use crate::kubernetes::access::Resolved;
 use crate::kubernetes::object::Object;
-use crate::kubernetes::watches::Watched;
-
-/// A child or related object together with the resource it was read from (list
-/// items carry no kind).
-#[derive(Clone, Debug)]
-pub struct Observation {
-    pub resource: Arc<ApiResource>,
-    pub object: Arc<Object>,
-}
 
 /// Everything one decision is made from.
 #[derive(Clone, Debug)]
@@ -31,6 +24,11 @@ pub struct Observed {
     pub parent_resource: ApiResource,
     pub children: Vec<Observation>,
     pub related: Vec<Observation>,
+    /// Answers to lookups: first those the parent's last decision named, then those
+    /// each call of this reconcile named ([`super::decide`]).
+    pub looked_up: Vec<LookedUp>,
+    /// Where further answers come from.
+    pub answerer: Answerer,
     pub in_flight: InFlight,
     /// Milliseconds since the Unix epoch.
     pub now: i64,
@@ -57,22 +55,15 @@ impl Observed {
     }
 }
 
-/// The caches a reconcile reads, by the resource they hold.
-pub trait Caches {
-    /// The children cache of `resource`, or `None` when it is not watched.
-    fn children(&self, resource: &ApiResource) -> Option<&Watched>;
-    /// The cache of the objects of `resource` the host does not manage. Related
-    /// objects are read from it and from the children cache of their kind.
-    fn unmanaged(&self, resource: &ApiResource) -> Option<&Watched>;
-}
-
-/// Gathers what `parent` looks like now, for the policy `resolved` describes.
+/// Gathers what `parent` looks like now, for the policy `resolved` describes. With a
+/// `memory` of lookups, the ones this parent's last decision named are answered.
 pub fn gather(
     parent: Arc<Object>,
     parent_resource: &ApiResource,
     resolved: &Resolved,
     caches: &impl Caches,
     expectations: &Expectations,
+    memory: Option<Arc<LookupIndex>>,
 ) -> Observed {
     let uid = parent.uid().unwrap_or_default();
     let ns = parent.namespace().unwrap_or_default();
@@ -108,7 +99,21 @@ pub fn gather(
     let parent_ref = ObjectRef::from_obj_with(parent.as_ref(), parent_resource.clone());
     let in_flight =
         expectations.in_flight(&parent_ref, |key| Seen::of(find(&children, key).map(|c| c.object.as_ref())));
-    Observed { parent, parent_resource: parent_resource.clone(), children, related, in_flight, now: now_millis() }
+    let mut answerer = Answerer::new(&parent, parent_ref, resolved, caches);
+    if let Some(memory) = memory {
+        answerer = answerer.remembering(memory);
+    }
+    let looked_up = answerer.remembered();
+    Observed {
+        parent,
+        parent_resource: parent_resource.clone(),
+        children,
+        related,
+        looked_up,
+        answerer,
+        in_flight,
+        now: now_millis(),
+    }
 }
 
 fn find<'a>(observations: &'a [Observation], key: &ChildKey) -> Option<&'a Observation> {
@@ -153,6 +158,8 @@ pub mod fixtures {
                 .map(|(r, o)| Observation { resource: Arc::new(r), object: Arc::new(o.into()) })
                 .collect(),
             related: Vec::new(),
+            looked_up: Vec::new(),
+            answerer: Default::default(),
             in_flight: InFlight::default(),
             now: 1_700_000_000_000,
         }
@@ -164,6 +171,7 @@ pub mod fixtures {
             parent: podsets(),
             children: vec![pods(), deployments(), podset_test_support::objects::configmaps()],
             related: Vec::new(),
+            lookups: Vec::new(),
             finalizer: finalizer.map(String::from),
             cluster_scoped: Default::default(),
             reach: Default::default(),
@@ -178,18 +186,18 @@ mod tests {
     use super::fixtures::{pod, pods, podset, podsets};
     use super::*;
     use crate::contract::bindings::{LabelRequirement, RelatedKind, SelectorValue};
-    use crate::kubernetes::watches::{MANAGED_BY, MANAGED_BY_LABEL, Scope};
+    use crate::kubernetes::watches::{MANAGED_BY, MANAGED_BY_LABEL, Scope, Watched};
 
     struct TwoCaches {
-        children: Watched,
-        unmanaged: Watched,
+        children: Arc<Watched>,
+        unmanaged: Arc<Watched>,
     }
 
     impl Caches for TwoCaches {
-        fn children(&self, _: &ApiResource) -> Option<&Watched> {
+        fn children(&self, _: &ApiResource) -> Option<&Arc<Watched>> {
             Some(&self.children)
         }
-        fn unmanaged(&self, _: &ApiResource) -> Option<&Watched> {
+        fn unmanaged(&self, _: &ApiResource) -> Option<&Arc<Watched>> {
             Some(&self.unmanaged)
         }
     }
@@ -204,8 +212,8 @@ mod tests {
     #[test]
     fn related_objects_come_from_the_managed_and_the_unmanaged_cache_each_once() {
         let caches = TwoCaches {
-            children: Watched::new(&pods(), Scope::Children),
-            unmanaged: Watched::new(&pods(), Scope::Unmanaged),
+            children: Arc::new(Watched::new(&pods(), Scope::Children)),
+            unmanaged: Arc::new(Watched::new(&pods(), Scope::Unmanaged)),
         };
         // A pod the host made for some parent (in the children watch), one made by
         // someone else (the unmanaged watch), and one that the selector does not pick.
@@ -224,7 +232,7 @@ mod tests {
         };
         resolved.related = vec![(pods(), related)];
         let parent = Arc::new(Object::from(podset(1)));
-        let observed = gather(parent, &podsets(), &resolved, &caches, &Expectations::default());
+        let observed = gather(parent, &podsets(), &resolved, &caches, &Expectations::default(), None);
         let mut names: Vec<String> = observed.related.iter().map(|r| r.object.name_any()).collect();
         names.sort();
         assert_eq!(names, ["made-elsewhere", "made-here"]);

@@ -71,6 +71,8 @@ pub struct Checked {
     pub creates: Vec<Child>,
     /// Only the applies that would change something.
     pub applies: Vec<Child>,
+    /// Looked-up objects to patch (contract 0.4), only where something would change.
+    pub patches: Vec<Child>,
     pub deletes: Vec<Doomed>,
     pub status: Option<Value>,
     pub fold_status: bool,

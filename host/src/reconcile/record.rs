@@ -7,12 +7,14 @@
 //! files to stay within a number of files per object and a total size. When the queue
 //! is full the decision is not recorded (counted as `dropped`).
 //!
-//! Redacted before writing (the values become [`REDACTED`], the keys stay):
-//! - every value under `data` and `stringData` of a Secret that reaches a policy;
+//! Redacted before writing (the keys stay):
+//! - every value under `data` and `stringData` of a Secret that reaches a policy
+//!   becomes `REDACTED:sha256:<hex>`, its digest (see `digest_of`);
 //! - the `kubectl.kubernetes.io/last-applied-configuration` annotation of any object
-//!   (it repeats the object as last applied, Secrets' data included).
+//!   (it repeats the object as last applied, Secrets' data included) becomes [`REDACTED`].
 //!
-//! A policy that reads what was redacted will not decide the same on replay.
+//! A policy that reads what was redacted will not decide the same on replay, unless it
+//! reads Secrets' values only through their digests.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
@@ -107,7 +109,8 @@ pub fn redact(input: &mut Input) {
         // The PodSet world carries labels, phases and names: nothing secret.
         return;
     };
-    for o in std::iter::once(&mut i.parent).chain(i.children.iter_mut()).chain(i.related.iter_mut()) {
+    let answers = i.looked_up.iter_mut().flat_map(|a| a.objects.iter_mut());
+    for o in std::iter::once(&mut i.parent).chain(i.children.iter_mut()).chain(i.related.iter_mut()).chain(answers) {
         redact_object(o);
     }
 }
@@ -124,11 +127,25 @@ fn redact_object(o: &mut Object) {
         };
         for field in ["data", "stringData"] {
             if let Some(Value::Object(m)) = body.get_mut(field) {
-                m.values_mut().for_each(|v| *v = Value::String(REDACTED.into()));
+                m.values_mut().for_each(|v| *v = Value::String(digest_of(v)));
             }
         }
         o.body = body.to_string();
     }
+}
+
+/// A Secret's value as recorded: `REDACTED:sha256:<hex>`, the SHA-256 of the value as
+/// the API serves it. A policy that reads Secrets only to hash them (the SDK's
+/// `secrets::digest` reads this form as the digest it names) decides the same on
+/// replay; the value itself never reaches the file. A weak value's digest can be
+/// guessed offline: keep recording directories as private as the Secrets.
+fn digest_of(value: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let text = match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    format!("{REDACTED}:sha256:{}", hex::encode(Sha256::digest(text.as_bytes())))
 }
 
 /// The files under the directory, oldest first, and how many bytes they hold.
@@ -265,7 +282,7 @@ fn walk(dir: &Path, out: &mut Vec<(SystemTime, PathBuf, u64)>) -> io::Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::bindings::reconciler::{InFlight, Input as RInput, ObjectMeta};
+    use crate::contract::bindings::reconciler::{Answer, InFlight, Input as RInput, Lookup, LookupMatch, ObjectMeta};
     use crate::contract::bindings::{GroupVersionKind, KeyValue};
 
     fn object(group: &str, kind: &str, body: Value, annotations: &[(&str, &str)]) -> Object {
@@ -303,7 +320,15 @@ mod tests {
                 &[(LAST_APPLIED, "{\"data\":1}"), ("keep", "me")],
             ),
             children: vec![],
-            related: vec![object("", "Secret", secret, &[]), object("", "ConfigMap", configmap.clone(), &[])],
+            related: vec![object("", "Secret", secret.clone(), &[]), object("", "ConfigMap", configmap.clone(), &[])],
+            looked_up: vec![Answer {
+                lookup: Lookup {
+                    kind: GroupVersionKind { group: "".into(), version: "v1".into(), kind: "Secret".into() },
+                    namespace: "".into(),
+                    match_: LookupMatch::Name("o".into()),
+                },
+                objects: vec![object("", "Secret", secret, &[])],
+            }],
             in_flight: InFlight { creations: vec![], deletions: vec![] },
             now: 0,
         });
@@ -312,11 +337,16 @@ mod tests {
         let annotations: Vec<(&str, &str)> =
             i.parent.meta.annotations.iter().map(|kv| (kv.key.as_str(), kv.value.as_str())).collect();
         assert_eq!(annotations, [(LAST_APPLIED, REDACTED), ("keep", "me")]);
+        // The SHA-256 of each value as served (sha256sum of the same bytes), never the value.
+        let redacted = serde_json::json!({
+            "type": "Opaque",
+            "data": {"password": "REDACTED:sha256:b073aefd7c9215dd0179def431a8e7b5b1c39770f72ab676e9d9bd4a466268d1"},
+            "stringData": {"token": "REDACTED:sha256:98e4e27695754ae0d421e3a5a48b69d8fab2b3af4383a5c318201f8a92eb9fd0"},
+        });
         let secret: Value = serde_json::from_str(&i.related[0].body).expect("json");
-        assert_eq!(
-            secret,
-            serde_json::json!({"type": "Opaque", "data": {"password": REDACTED}, "stringData": {"token": REDACTED}})
-        );
+        assert_eq!(secret, redacted);
+        let looked_up: Value = serde_json::from_str(&i.looked_up[0].objects[0].body).expect("json");
+        assert_eq!(looked_up, redacted, "a looked-up Secret too");
         let cm: Value = serde_json::from_str(&i.related[1].body).expect("json");
         assert_eq!(cm, configmap, "a ConfigMap is not a Secret");
     }

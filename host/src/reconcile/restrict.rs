@@ -20,18 +20,22 @@ pub struct Weakening {
 /// `spec.template.spec` for workloads, `spec.jobTemplate.spec.template.spec` for a
 /// CronJob.
 pub fn object(kind: &str, object: &mut Value) -> Result<(), Weakening> {
-    let paths: &[&[&str]] = if kind == "Pod" {
-        &[&["spec"]]
-    } else {
-        &[&["spec", "template", "spec"], &["spec", "jobTemplate", "spec", "template", "spec"]]
-    };
-    for path in paths {
+    for path in pod_spec_paths(kind) {
         let pointer: String = path.iter().map(|k| format!("/{k}")).collect();
         if let Some(spec) = object.pointer_mut(&pointer) {
             pod_spec(&path.join("."), spec)?;
         }
     }
     Ok(())
+}
+
+/// Where an object of `kind` holds pod specs.
+pub fn pod_spec_paths(kind: &str) -> &'static [&'static [&'static str]] {
+    if kind == "Pod" {
+        &[&["spec"]]
+    } else {
+        &[&["spec", "template", "spec"], &["spec", "jobTemplate", "spec", "template", "spec"]]
+    }
 }
 
 /// Restricts one pod spec, found at `path` (for messages).

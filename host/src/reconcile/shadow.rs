@@ -30,6 +30,8 @@ use parking_lot::Mutex;
 use tracing::{debug, info, warn};
 
 use super::check;
+use super::check::Rejection;
+use super::lookups;
 use super::observe::Observed;
 use super::translate::{input_for, plan_for};
 use crate::crd::{ShadowDifference, ShadowStatus};
@@ -194,14 +196,38 @@ fn work(jobs: &Receiver<Job>, shared: &Shared) {
 /// The shadow's decision on `observed`, compared with the live one.
 pub fn judge(shadow: &Shadow, observed: &Observed, live: &Side) -> Verdict {
     let policy = &shadow.admitted.policy;
-    let input = match input_for(policy, observed) {
-        Ok(input) => input,
-        Err(r) => return Verdict::Failed(format!("{}: {r}", r.reason())),
+    // The live decision's answers first; lookups only the shadow names are answered
+    // from the same caches, as a live reconcile would answer them.
+    let mut observed = std::borrow::Cow::Borrowed(observed);
+    let mut calls = 0;
+    let decision = loop {
+        let input = match input_for(policy, &observed) {
+            Ok(input) => input,
+            Err(r) => return Verdict::Failed(format!("{}: {r}", r.reason())),
+        };
+        let decision = match policy.decide(&input) {
+            Ok(d) => d,
+            Err(e) => return Verdict::Failed(format!("{}: {e}", e.reason())),
+        };
+        calls += 1;
+        let named = lookups::named_lookups(&decision.actions);
+        let missing: Vec<_> = lookups::unanswered(&named, &observed.looked_up).into_iter().cloned().collect();
+        if missing.is_empty() {
+            break decision;
+        }
+        if calls >= lookups::MAX_CALLS {
+            let missing = missing.iter().map(lookups::describe).collect::<Vec<_>>().join(", ");
+            let r = Rejection::LookupsUnstable { calls, missing };
+            return Verdict::Failed(format!("{}: {r}", r.reason()));
+        }
+        for lookup in &missing {
+            match observed.answerer.answer(lookup) {
+                Ok(answer) => observed.to_mut().looked_up.push(answer),
+                Err(e) => return Verdict::Failed(format!("{}: {e}", Rejection::from(e.clone()).reason())),
+            }
+        }
     };
-    let decision = match policy.decide(&input) {
-        Ok(d) => d,
-        Err(e) => return Verdict::Failed(format!("{}: {e}", e.reason())),
-    };
+    let observed = observed.as_ref();
     let normal = Normal::of_actions(&decision.actions, &observed.namespace());
     // The same checks as the live actions: a shadow that decides what would be refused
     // is not one to promote.

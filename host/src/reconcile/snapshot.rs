@@ -15,9 +15,11 @@ use kube::runtime::watcher::Event;
 use kube::{Client, ResourceExt};
 
 use super::expectations::Expectations;
+use super::lookups::{MAX_CALLS, named_lookups, unanswered};
 use super::observe::{self, Caches};
 use super::record::redact;
 use super::translate::input_for;
+use crate::contract::bindings::reconciler::Lookup;
 use crate::contract::declarations::{kind_name, to_gvk};
 use crate::kubernetes::access::{AccessError, discover_all};
 use crate::kubernetes::object::Object;
@@ -54,13 +56,13 @@ pub fn names_kind(asked: &str, resource: &ApiResource) -> bool {
 }
 
 /// One cache per declared resource, holding what was listed.
-struct Listed(HashMap<String, Watched>);
+struct Listed(HashMap<String, Arc<Watched>>);
 
 impl Caches for Listed {
-    fn children(&self, resource: &ApiResource) -> Option<&Watched> {
+    fn children(&self, resource: &ApiResource) -> Option<&Arc<Watched>> {
         self.0.get(&key(resource))
     }
-    fn unmanaged(&self, _: &ApiResource) -> Option<&Watched> {
+    fn unmanaged(&self, _: &ApiResource) -> Option<&Arc<Watched>> {
         // Everything listed is in the one cache above: counted once.
         None
     }
@@ -101,7 +103,11 @@ pub async fn snapshot(
         return Err(SnapshotError::NotFound { kind: kind.into(), object });
     };
     let mut listed = Listed(HashMap::new());
-    let resources = resolved.children.iter().chain(resolved.related.iter().map(|(r, _)| r));
+    let resources = resolved
+        .children
+        .iter()
+        .chain(resolved.related.iter().map(|(r, _)| r))
+        .chain(resolved.lookups.iter().map(|(r, _)| r));
     for resource in resources {
         if listed.0.contains_key(&key(resource)) {
             continue;
@@ -111,12 +117,30 @@ pub async fn snapshot(
         for object in api.list(&ListParams::default()).await?.items {
             cache.store.apply(Event::Apply(Object::from(object)));
         }
-        listed.0.insert(key(resource), cache);
+        listed.0.insert(key(resource), Arc::new(cache));
     }
     let parent = Arc::new(Object::from(parent));
-    let observed = observe::gather(parent.clone(), &resolved.parent, &resolved, &listed, &Expectations::default());
-    let mut input = input_for(policy, &observed)?;
-    let decision = policy.decide(&input);
+    let mut observed =
+        observe::gather(parent.clone(), &resolved.parent, &resolved, &listed, &Expectations::default(), None);
+    // As a reconcile does: while the decision names lookups it had no answer to, answer
+    // them from what was listed and call again. The file holds the last call.
+    let mut calls = 0;
+    let (mut input, decision) = loop {
+        let input = input_for(policy, &observed)?;
+        let decision = policy.decide(&input);
+        calls += 1;
+        let missing: Vec<Lookup> = match &decision {
+            Ok(d) => unanswered(&named_lookups(&d.actions), &observed.looked_up).into_iter().cloned().collect(),
+            Err(_) => Vec::new(),
+        };
+        if missing.is_empty() || calls >= MAX_CALLS {
+            break (input, decision);
+        }
+        for lookup in &missing {
+            let answer = observed.answerer.answer(lookup).map_err(super::check::Rejection::from)?;
+            observed.looked_up.push(answer);
+        }
+    };
     redact(&mut input);
     let title = format!(
         "{} {} (resourceVersion {}) by {}",

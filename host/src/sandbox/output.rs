@@ -98,6 +98,14 @@ impl Bounds<'_> {
                 self.string("event reason", &e.reason)?;
                 self.string("event message", &e.message)?;
             }
+            Action::LookUp(l) => {
+                self.string("looked-up kind", &l.kind.kind)?;
+                self.string("looked-up namespace", &l.namespace)?;
+                match &l.match_ {
+                    reconciler::LookupMatch::Name(n) => self.string("looked-up name", n)?,
+                    reconciler::LookupMatch::Labels(labels) => self.pairs("looked-up label", labels)?,
+                }
+            }
             Action::RequeueAfter(_) | Action::FinalizeDone => {}
         }
         Ok(0)

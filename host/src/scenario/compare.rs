@@ -13,7 +13,9 @@
 //!   counts), `metadata.ownerReferences`, and the host's own conditions
 //!   (`PolicyFailed`, `ReconcileFailed`) in a status;
 //! - applies and Events compare in order;
-//! - `requeue-after` is ignored: it changes when the next look happens, not what is done.
+//! - `requeue-after` is ignored: it changes when the next look happens, not what is done;
+//! - lookups compare as a set: a decision that reads something else is another
+//!   decision, even when it does the same (its next one may not).
 //!
 //! A decision that failed compares by its reason (`Error::reason`, or a check's
 //! rejection): two failures for the same reason agree.
@@ -43,6 +45,8 @@ pub struct Normal {
     pub events: Vec<Value>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub finalize: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lookups: Vec<Value>,
     /// The decision is for a cluster-scoped parent: its children's namespaces are the
     /// policy's choice, not the host's, and are compared.
     #[serde(skip)]
@@ -88,6 +92,7 @@ impl Normal {
                 "UpdateStatus" => n.status = Some(value),
                 "EmitEvent" => n.events.push(value),
                 "FinalizeDone" => n.finalize = true,
+                "LookUp" => n.lookups.push(value),
                 // RequeueAfter, and any action a later contract adds that has no effect
                 // on the cluster.
                 _ => {}
@@ -111,6 +116,8 @@ impl Normal {
         }
         self.creates.sort_by_cached_key(canonical);
         self.deletes.sort_by_cached_key(canonical);
+        self.lookups.sort_by_cached_key(canonical);
+        self.lookups.dedup();
         self
     }
 

@@ -20,7 +20,7 @@ use serde_yaml::Value;
 use similar::TextDiff;
 
 use super::compare::{Normal, Side};
-use super::yaml::{embed_json, podset_input_of_0_2, readable, to_yaml, unfold_bodies};
+use super::yaml::{embed_json, podset_input_of_0_2, readable, reconcile_input_of_0_3, to_yaml, unfold_bodies};
 use crate::sandbox::{Actions, Error, Input, Policy};
 
 #[derive(Debug, Deserialize)]
@@ -156,7 +156,9 @@ pub fn input_for(policy: &Policy, value: Value) -> Result<Input, Failure> {
     if policy.is_podset_world() {
         serde_yaml::from_value(podset_input_of_0_2(value)).map(Input::PodSet).map_err(Failure::Input)
     } else {
-        serde_yaml::from_value(embed_json(value, false)).map(Input::Reconcile).map_err(Failure::Input)
+        serde_yaml::from_value(embed_json(reconcile_input_of_0_3(value), false))
+            .map(Input::Reconcile)
+            .map_err(Failure::Input)
     }
 }
 
@@ -199,26 +201,39 @@ mod tests {
 
     #[test]
     fn a_written_scenario_reads_back_as_the_same_input_and_actions() {
-        use crate::contract::bindings::reconciler::{Action, InFlight, Input as RInput};
+        use crate::contract::bindings::GroupVersionKind;
+        use crate::contract::bindings::reconciler::{Action, Answer, InFlight, Input as RInput, Lookup, LookupMatch};
         let input = Input::Reconcile(RInput {
             parent: object("Memcached", r#"{"spec":{"size":3},"status":{"nodes":["a"]}}"#),
             children: vec![object("Deployment", r#"{"spec":{"replicas":3}}"#)],
             related: vec![],
+            looked_up: vec![Answer {
+                lookup: Lookup {
+                    kind: GroupVersionKind { group: "".into(), version: "v1".into(), kind: "ConfigMap".into() },
+                    namespace: "".into(),
+                    match_: LookupMatch::Name("settings".into()),
+                },
+                objects: vec![object("ConfigMap", r#"{"data":{"a":"1"}}"#)],
+            }],
             in_flight: InFlight { creations: vec![], deletions: vec![] },
             now: 1_700_000_000_000,
         });
+        let Input::Reconcile(original) = &input else { unreachable!() };
         let actions = Actions::Reconcile(vec![
             Action::Apply(r#"{"kind":"Deployment","spec":{"replicas":3}}"#.into()),
             Action::RequeueAfter(5),
+            Action::LookUp(original.looked_up[0].lookup.clone()),
         ]);
         let text = write("Memcached ns/m", "sha256:00", &input, Ok(&actions));
+        assert!(text.contains("match_: !Name settings"), "a lookup reads as YAML:\n{text}");
         assert!(text.contains("size: 3"), "bodies are written as YAML:\n{text}");
         let s: Scenario = serde_yaml::from_str(&text).expect("a scenario");
         assert_eq!(s.digest.as_deref(), Some("sha256:00"));
         let back: crate::contract::bindings::reconciler::Input =
             serde_yaml::from_value(embed_json(s.input.clone(), false)).expect("input");
-        let Input::Reconcile(original) = &input else { unreachable!() };
         assert_eq!(back.parent.meta, original.parent.meta);
+        assert_eq!(back.looked_up[0].lookup, original.looked_up[0].lookup);
+        assert_eq!(back.looked_up[0].objects[0].meta, original.looked_up[0].objects[0].meta);
         for (b, o) in [(&back.parent.body, &original.parent.body), (&back.children[0].body, &original.children[0].body)]
         {
             let (b, o): (serde_json::Value, serde_json::Value) =

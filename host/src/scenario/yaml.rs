@@ -46,6 +46,17 @@ pub(super) fn podset_input_of_0_2(mut value: Value) -> Value {
     value
 }
 
+/// An any-kind input as contract 0.3.0 wrote it, in 0.4.0's terms: no lookups were
+/// answered (0.3.0 had none), so recordings and scenarios of 0.3.0 keep working.
+pub(super) fn reconcile_input_of_0_3(mut value: Value) -> Value {
+    if let Some(m) = value.as_mapping_mut()
+        && !m.contains_key("looked_up")
+    {
+        m.insert("looked_up".into(), Value::Sequence(Vec::new()));
+    }
+    value
+}
+
 /// The contract's JSON fields, written as YAML in a file, as the JSON strings the
 /// contract carries. `payload` is true inside a tag whose payload is JSON.
 pub(super) fn embed_json(value: Value, payload: bool) -> Value {

@@ -38,7 +38,7 @@ async fn refusal(env: &Env, name: &str) -> String {
     eventually(&format!("{name} to be refused (operator log: {})", env.op.log.display()), T, || async {
         let ps = env.podsets.get(name).await.ok()?;
         let c = ps.status?.conditions.into_iter().find(|c| c.type_ == "PolicyFailed" && c.status == "True")?;
-        (c.reason == "InvalidDecision").then_some(c.message)
+        matches!(c.reason.as_str(), "InvalidDecision" | "LookupsUnstable").then_some(c.message)
     })
     .await
 }
@@ -72,6 +72,8 @@ async fn hostile_generic_actions_are_refused_before_any_api_call() {
         ("foreign-child", "not-mine is not a child this parent controls"),
         ("privileged-template", "privileged"),
         ("owner-references", "ownerReferences is set by the host"),
+        ("lookup-elsewhere", "a namespaced parent reads its own namespace"),
+        ("lookups-unstable", "5 calls in one reconcile and the last still named lookups it had no answer to"),
     ];
     for (attack, _) in &cases {
         env.podsets.create(&PostParams::default(), &podset(attack, attack)).await.expect("create");
@@ -103,6 +105,8 @@ async fn hostile_generic_actions_are_refused_before_any_api_call() {
     assert!(system.get_opt("other-namespace-cm").await.expect("get").is_none());
     assert!(env.op.sum("podset_reconcile_failures_total", "reason=\"UndeclaredKind\"").await >= 1.0);
     assert!(env.op.sum("podset_reconcile_failures_total", "reason=\"WeakenedSecurityContext\"").await >= 1.0);
+    assert!(env.op.sum("podset_reconcile_failures_total", "reason=\"NotReadable\"").await >= 1.0);
+    assert!(env.op.sum("podset_reconcile_failures_total", "reason=\"LookupsUnstable\"").await >= 1.0);
     env.cleanup().await;
 }
 

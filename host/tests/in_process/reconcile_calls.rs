@@ -120,6 +120,7 @@ impl Rig {
             parent: podsets(),
             children: vec![pods()],
             related: Vec::new(),
+            lookups: Vec::new(),
             finalizer: None,
             cluster_scoped: Default::default(),
             reach: Default::default(),
@@ -141,10 +142,12 @@ impl Rig {
                 .map(|o| Observation { resource: Arc::new(pods()), object: Arc::new(o.into()) })
                 .collect(),
             related: Vec::new(),
+            looked_up: Vec::new(),
+            answerer: Default::default(),
             in_flight: InFlight::default(),
             now: 1_700_000_000_000,
         };
-        act(&self.ctx, &self.admitted, &observed).await.expect("reconcile");
+        act(&self.ctx, &self.admitted, observed).await.expect("reconcile");
         self.seen.lock().expect("log").iter().filter(|s| s.path != EVENTS).cloned().collect()
     }
 
@@ -242,4 +245,185 @@ async fn scaling_down_deletes_with_uid_preconditions() {
         assert_eq!(d.body["preconditions"]["uid"], json!(format!("uid-{name}")), "{d:?}");
     }
     assert!(seen.last().is_some_and(|s| s.path.ends_with("/status")), "the status goes last");
+}
+
+/// The Reloader policy (contract 0.4 lookups) against caches holding a Deployment
+/// `web` in `ns` that mounts ConfigMap `web-config` and reads Secret `web-credentials`.
+mod lookups {
+    use std::collections::BTreeMap;
+
+    use kube::api::ApiResource;
+    use kube::runtime::reflector::ObjectRef;
+    use kube::runtime::watcher::Event;
+    use podset_host::contract::bindings::{GroupVersionKind, LookupKind};
+    use podset_host::kubernetes::object::Object;
+    use podset_host::kubernetes::watches::{Scope, Watched};
+    use podset_host::reconcile::decide::{self, Witnesses};
+    use podset_host::reconcile::expectations::Expectations;
+    use podset_host::reconcile::lookups::LookupIndex;
+    use podset_host::reconcile::observe::{self, Caches};
+
+    use super::*;
+
+    fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+        let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+        ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version,
+            kind: kind.into(),
+            plural: plural.into(),
+        }
+    }
+
+    fn reloads() -> ApiResource {
+        resource("reloader.example.com", "v1alpha1", "ConfigReload", "configreloads")
+    }
+
+    fn lookup_kind(r: &ApiResource, patch: bool) -> (ApiResource, LookupKind) {
+        let kind = GroupVersionKind { group: r.group.clone(), version: r.version.clone(), kind: r.kind.clone() };
+        (r.clone(), LookupKind { kind, patch })
+    }
+
+    /// Someone else's objects, as the unmanaged watches hold them.
+    struct Unmanaged(BTreeMap<String, Arc<Watched>>);
+
+    impl Caches for Unmanaged {
+        fn children(&self, _: &ApiResource) -> Option<&Arc<Watched>> {
+            None
+        }
+        fn unmanaged(&self, r: &ApiResource) -> Option<&Arc<Watched>> {
+            self.0.get(&r.plural)
+        }
+    }
+
+    fn object(r: &ApiResource, name: &str, data: Value) -> Object {
+        let mut o = DynamicObject::new(name, r).within("ns");
+        o.metadata.uid = Some(format!("uid-{name}"));
+        o.data = data;
+        o.into()
+    }
+
+    struct ReloaderRig {
+        ctx: Arc<Context>,
+        admitted: Admitted,
+        seen: Arc<Mutex<Vec<Seen>>>,
+        caches: Unmanaged,
+        memory: Arc<LookupIndex>,
+    }
+
+    impl ReloaderRig {
+        fn new() -> Self {
+            let rig = Rig::new();
+            let policy = rig.ctx.engine.load(&common::read_policy("reloader.wasm")).expect("policy");
+            let (deployments, configmaps) = (objects::deployments(), objects::configmaps());
+            let secrets = resource("", "v1", "Secret", "secrets");
+            let resolved = Resolved {
+                parent: reloads(),
+                children: Vec::new(),
+                related: Vec::new(),
+                lookups: vec![
+                    lookup_kind(&deployments, true),
+                    lookup_kind(&configmaps, false),
+                    lookup_kind(&secrets, false),
+                ],
+                finalizer: None,
+                cluster_scoped: Default::default(),
+                reach: Default::default(),
+            };
+            let mut caches = BTreeMap::new();
+            for r in [&deployments, &configmaps, &secrets] {
+                caches.insert(r.plural.clone(), Arc::new(Watched::new(r, Scope::Unmanaged)));
+            }
+            let caches = Unmanaged(caches);
+            let web = json!({ "spec": { "template": {
+                "metadata": { "labels": { "app": "web" } },
+                "spec": {
+                    "volumes": [{ "name": "config", "configMap": { "name": "web-config" } }],
+                    "containers": [{ "name": "web", "image": "busybox:1.35",
+                                     "envFrom": [{ "secretRef": { "name": "web-credentials" } }] }] } } } });
+            caches.0["deployments"].store.apply(Event::Apply(object(&deployments, "web", web)));
+            caches.0["secrets"].store.apply(Event::Apply(object(
+                &secrets,
+                "web-credentials",
+                json!({ "data": { "password": "aHVudGVyMg==" } }),
+            )));
+            let memory = Arc::new(LookupIndex::default());
+            ReloaderRig { ctx: rig.ctx, admitted: Admitted { policy, resolved }, seen: rig.seen, caches, memory }
+        }
+
+        fn set_config(&self, greeting: &str) -> Object {
+            let cm = object(&objects::configmaps(), "web-config", json!({ "data": { "greeting": greeting } }));
+            self.caches.0["configmaps"].store.apply(Event::Apply(cm.clone()));
+            cm
+        }
+
+        fn parent(&self, status: Value) -> Arc<Object> {
+            let mut p = DynamicObject::new("web", &reloads()).within("ns");
+            p.metadata.uid = Some("uid-reload".into());
+            p.metadata.generation = Some(1);
+            p.metadata.resource_version = Some("7".into());
+            p.data = json!({ "spec": { "deployment": "web" }, "status": status });
+            Arc::new(p.into())
+        }
+
+        fn observe(&self, parent: Arc<Object>) -> Observed {
+            let (resolved, memory) = (&self.admitted.resolved, Some(self.memory.clone()));
+            observe::gather(parent, &reloads(), resolved, &self.caches, &Expectations::default(), memory)
+        }
+
+        /// How many calls the policy took, and its plan's status.
+        async fn decide(&self, status: Value) -> (usize, Option<Value>) {
+            let mut observed = self.observe(self.parent(status));
+            let decided = decide::decide(&self.ctx.engine, &self.admitted, &mut observed, Witnesses::default())
+                .await
+                .unwrap_or_else(|_| panic!("decides"));
+            (decided.spent.len(), decided.plan.status)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_chain_of_lookups_takes_three_calls_once_and_one_after() {
+        let rig = ReloaderRig::new();
+        rig.set_config("hello");
+        // Nothing answered: the Deployment, then what it mounts, then the decision.
+        let (calls, status) = rig.decide(json!({})).await;
+        assert_eq!(calls, 3);
+        let status = status.expect("first sight records the hash");
+        assert_eq!(status["watching"], json!(["ConfigMap/web-config", "Secret/web-credentials"]));
+        // The same parent again: answered before the call.
+        let (calls, _) = rig.decide(status.clone()).await;
+        assert_eq!(calls, 1);
+        assert_eq!(rig.memory.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_changed_config_map_reaches_its_parent_and_patches_only_the_deployment() {
+        let rig = ReloaderRig::new();
+        rig.set_config("hello");
+        let (_, status) = rig.decide(json!({})).await;
+        let first = status.expect("a status");
+
+        let changed = rig.set_config("hello, world");
+        let parent = ObjectRef::from_obj_with(rig.parent(json!({})).as_ref(), reloads());
+        assert_eq!(rig.memory.parents_of(&objects::configmaps(), &changed), [parent], "routed to the one parent");
+        let unrelated = object(&objects::configmaps(), "other", json!({}));
+        assert!(rig.memory.parents_of(&objects::configmaps(), &unrelated).is_empty());
+
+        rig.seen.lock().expect("log").clear();
+        let observed = rig.observe(rig.parent(first.clone()));
+        act(&rig.ctx, &rig.admitted, observed).await.expect("reconcile");
+        let seen: Vec<Seen> = rig.seen.lock().expect("log").iter().filter(|s| s.path != EVENTS).cloned().collect();
+        let lines: Vec<String> = seen.iter().map(Seen::line).collect();
+        let web = "/apis/apps/v1/namespaces/ns/deployments/web";
+        let reload = "/apis/reloader.example.com/v1alpha1/namespaces/ns/configreloads/web";
+        assert_eq!(lines, [format!("PATCH {web}"), format!("PUT {reload}/status")]);
+        let patch = &seen[0].body;
+        let annotations = &patch["spec"]["template"]["metadata"]["annotations"];
+        let hash = annotations["reloader.example.com/config-hash"].as_str().expect("the new hash");
+        assert_ne!(Some(hash), first["configHash"].as_str());
+        assert_eq!(patch["metadata"].get("ownerReferences"), None, "never owned");
+        assert_eq!(patch["spec"]["template"].get("spec"), None, "no pod spec");
+        assert_eq!(seen[1].body["status"]["reloads"], json!(1));
+    }
 }

@@ -7,7 +7,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta as K8sObjectMeta;
 use kube::api::ApiResource;
 use serde_json::Value;
 
-use crate::contract::bindings::reconciler::{Action, EventType, InFlight, Input, Object, ObjectKey, ObjectMeta};
+use crate::contract::bindings::reconciler::{
+    Action, Answer, EventType, InFlight, Input, Object, ObjectKey, ObjectMeta,
+};
 use crate::contract::bindings::{GroupVersionKind, KeyValue};
 use crate::reconcile::check::Rejection;
 use crate::reconcile::keys::ChildKey;
@@ -20,6 +22,14 @@ pub fn input(observed: &Observed) -> Input {
         parent: object(&observed.parent_resource, &observed.parent.metadata, observed.parent.body()),
         children: observed.children.iter().map(|c| object(&c.resource, &c.object.metadata, c.object.body())).collect(),
         related: observed.related.iter().map(|r| object(&r.resource, &r.object.metadata, r.object.body())).collect(),
+        looked_up: observed
+            .looked_up
+            .iter()
+            .map(|a| Answer {
+                lookup: a.lookup.clone(),
+                objects: a.objects.iter().map(|o| object(&o.resource, &o.object.metadata, o.object.body())).collect(),
+            })
+            .collect(),
         in_flight: InFlight {
             creations: observed.in_flight.creations.iter().map(to_object_key).collect(),
             deletions: observed.in_flight.deletions.iter().map(to_object_key).collect(),
@@ -45,6 +55,9 @@ pub fn plan(actions: Vec<Action>) -> Result<Plan, Rejection> {
             }),
             Action::RequeueAfter(ms) => plan.requeue_ms = Some(plan.requeue_ms.map_or(ms, |r| r.min(ms))),
             Action::FinalizeDone => plan.finalize = true,
+            // Answered before the plan is made (reconcile::lookups): a plan is made only
+            // from a call whose every lookup had its answer.
+            Action::LookUp(_) => {}
         }
     }
     Ok(plan)

@@ -43,7 +43,7 @@ impl Reconciler for Policy {
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn declarations() -> Declarations {
-        Declarations { parent: {{KIND}}.gvk(), children: vec![CONFIG_MAP.gvk()], related: Vec::new(), finalizer: None }
+        Declarations { parent: {{KIND}}.gvk(), children: vec![CONFIG_MAP.gvk()], related: Vec::new(), finalizer: None, lookups: Vec::new() }
     }
 
     fn reconcile(input: &Input) -> Result<Vec<Action>, PolicyError> {
