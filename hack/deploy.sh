@@ -90,7 +90,7 @@ policies() {
   hack/policy.sh >/dev/null
   mkdir -p manifests/policy
   local name
-  for name in podset memcached netperf cronjob tenant; do
+  for name in podset memcached netperf cronjob reloader tenant; do
     cmp -s "target/policy/$name.wasm" "manifests/policy/$name.wasm" && continue
     cp "target/policy/$name.wasm" "manifests/policy/.$name.wasm.$$"
     mv "manifests/policy/.$name.wasm.$$" "manifests/policy/$name.wasm"

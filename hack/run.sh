@@ -54,5 +54,6 @@ fi
 kubectl apply --server-side --force-conflicts -f manifests/crd/
 log "serving: /metrics, /healthz and /readyz on ${METRICS_ADDR:-127.0.0.1:8080}"
 exec target/debug/podset-host run --policy target/policy/podset.wasm --policy target/policy/memcached.wasm \
-  --policy target/policy/netperf.wasm --policy target/policy/cronjob.wasm --policy target/policy/tenant.wasm \
+  --policy target/policy/netperf.wasm --policy target/policy/cronjob.wasm --policy target/policy/reloader.wasm \
+  --policy target/policy/tenant.wasm \
   --reach manifests/reach/tenant.yaml "$@"

@@ -14,6 +14,7 @@ mod netperf;
 mod operator;
 mod real_node;
 mod registry;
+mod reloader;
 mod replay;
 mod restart;
 mod sequences;
