@@ -90,7 +90,8 @@ async fn the_sample_rolls_its_deployment_on_each_change_and_nothing_else_is_reco
     spec["template"]["metadata"]["labels"] = json!({"app": "api"});
     spec["template"]["spec"]["volumes"][0]["configMap"]["name"] = json!("api-config");
     spec["template"]["spec"]["containers"][0]["envFrom"] = json!([]);
-    spec["template"]["spec"]["containers"][0]["command"] = json!(["sh", "-c", "cat /config/mode; sleep 3600"]);
+    spec["template"]["spec"]["containers"][0]["command"] =
+        json!(["sh", "-c", "echo \"mode: $(cat /config/mode)\"; trap 'exit 0' TERM; sleep 3600 & wait"]);
     api_deployment.spec = Some(serde_json::from_value(spec).expect("a Deployment spec"));
     api_deployment.status = None;
     deployments.create(&pp, &api_deployment).await.expect("api Deployment");
@@ -137,6 +138,11 @@ async fn the_sample_rolls_its_deployment_on_each_change_and_nothing_else_is_reco
     })
     .await;
     assert!(rolled.metadata.owner_references.is_none(), "patched, never owned");
+    eventually("the new pod to say the new greeting", T, || async {
+        let (ok, out) = common::kubectl(&["logs", "-n", &ns, "deploy/web"]);
+        (ok && out.contains("greeting: hello, world")).then_some(())
+    })
+    .await;
     let (web_after, api_after) = eventually("no decision for 3 s", T, settled).await;
     assert_eq!(api_after, api_before, "a change to web's ConfigMap re-triggers nothing of api");
     println!(
