@@ -1,14 +1,14 @@
-//! The decision: the tenant's namespace first, then, once the namespace is active,
-//! what goes in it; the status says what is in place.
+//! The decision: the tenant's namespace in wave 0, what goes in it in wave 1; the
+//! status says what is in place.
 //!
-//! The host creates a cluster-scoped child before the namespaced ones of the same
-//! decision, but a namespace is usable only once the API server has it: the objects
-//! inside are applied from the decision that observes it `Active`. Deleting the Tenant
+//! A namespace is usable only once it is `Active`: the host holds wave 1 until then
+//! (`podset.dev/wave`), and says so on the Tenant (condition `WaitingForWave`). The
+//! policy states the order; it does not wait by hand. Deleting the Tenant
 //! deletes all of it: every child carries the Tenant as its owner, and the garbage
 //! collector removes them (the namespace, and with it what is inside).
 
 use policy_sdk::conditions::{self, Condition};
-use policy_sdk::{Action, Input, Object, PolicyError, Status, apply};
+use policy_sdk::{Action, Input, Object, PolicyError, Status, apply, in_wave};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -34,10 +34,8 @@ pub fn reconcile(input: &Input) -> Result<Vec<Action>, PolicyError> {
     let name = &parent.meta.name;
     let mut actions = vec![apply(&namespace(name))?];
     let active = input.child(NAMESPACE, name).map(phase).transpose()?.flatten().as_deref() == Some("Active");
-    if active {
-        for object in inside(name, &spec) {
-            actions.push(apply(&object)?);
-        }
+    for object in inside(name, &spec) {
+        actions.push(apply(&in_wave(object, 1))?);
     }
     let next = status(input, active, &current);
     actions.extend(next.update_from(&current)?);
@@ -168,20 +166,20 @@ mod tests {
     }
 
     #[test]
-    fn the_namespace_comes_first_and_the_rest_once_it_is_active() {
+    fn the_namespace_is_wave_0_and_what_goes_in_it_wave_1() {
+        // The order is stated, not waited for: every decision applies all of it, and the
+        // host holds wave 1 until the namespace is Active.
         let first = reconcile(&input(tenant())).expect("decides");
-        assert_eq!(applied(&first), vec![("Namespace".to_string(), String::new())]);
-
-        let mut later = input(tenant());
-        let terminating = json!({ "status": { "phase": "Terminating" } });
-        later.children = vec![child(NAMESPACE, "team-a", "", terminating)];
-        assert_eq!(applied(&reconcile(&later).expect("decides")).len(), 1, "not into a namespace going away");
-
-        later.children = vec![child(NAMESPACE, "team-a", "", json!({ "status": { "phase": "Active" } }))];
-        let kinds: Vec<(String, String)> = applied(&reconcile(&later).expect("decides"));
+        let kinds = applied(&first);
         let expected = ["Namespace", "ResourceQuota", "LimitRange", "RoleBinding", "NetworkPolicy"];
         assert_eq!(kinds.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), expected);
         assert!(kinds[1..].iter().all(|(_, ns)| ns == "team-a"), "{kinds:?}");
+        let waves: Vec<Option<String>> = policy_sdk::testing::applied(&first)
+            .iter()
+            .map(|v| v["metadata"]["annotations"][policy_sdk::objects::WAVE].as_str().map(String::from))
+            .collect();
+        assert_eq!(waves[0], None, "the namespace: wave 0");
+        assert!(waves[1..].iter().all(|w| w.as_deref() == Some("1")), "{waves:?}");
     }
 
     #[test]

@@ -10,9 +10,13 @@ pub const POLICY_FAILED: &str = "PolicyFailed";
 /// policy decided (a child that fails validation, a quota, an admission webhook).
 pub const RECONCILE_FAILED: &str = "ReconcileFailed";
 
+/// The condition the operator sets on a parent while a wave of its children waits for
+/// an earlier one to be ready (`podset.dev/wave`), saying which waits for what.
+pub const WAITING_FOR_WAVE: &str = "WaitingForWave";
+
 /// Conditions the operator itself owns; a policy may not set them. Each reconcile
 /// leaves at most one of them, describing how that reconcile ended.
-pub const HOST_CONDITIONS: &[&str] = &[POLICY_FAILED, RECONCILE_FAILED];
+pub const HOST_CONDITIONS: &[&str] = &[POLICY_FAILED, RECONCILE_FAILED, WAITING_FOR_WAVE];
 
 /// Puts `new` in `conditions` in place of any condition of its type. Its
 /// `lastTransitionTime` is kept from `previous` when the status there was the same.

@@ -53,7 +53,7 @@ pub use conditions::Condition;
 #[cfg(feature = "reconcile")]
 pub use lookups::Lookups;
 #[cfg(feature = "reconcile")]
-pub use objects::{Kind, Status, apply, create, delete, error, event, update_status};
+pub use objects::{Kind, Status, apply, create, delete, error, event, in_wave, update_status};
 #[cfg(feature = "reconcile")]
 pub use reconcile::exports::podset::policy::reconciler::{
     Action, Answer, Event, EventType, InFlight, Input, Lookup, LookupMatch, Object, ObjectKey, ObjectMeta,

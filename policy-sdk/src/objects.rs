@@ -124,6 +124,28 @@ pub fn create(child: &impl Serialize) -> Result<Action, PolicyError> {
     json("created child", child).map(Action::Create)
 }
 
+/// The annotation that puts a child in a wave: the host creates or applies a child of
+/// wave `n` only once every child of a lower wave is ready (by `podset.dev/ready-when`,
+/// [`READY_WHEN`], or else as GitOps tools judge it), and says on the parent what waits
+/// (condition `WaitingForWave`, Event `WaveWaiting`). Absent: wave 0.
+pub const WAVE: &str = "podset.dev/wave";
+
+/// The annotation with the rules that say a child is ready, as a JSON list of
+/// `{"condition": TYPE}` and `{"field": "/json/pointer", "equals": VALUE}`, all of which
+/// must hold.
+pub const READY_WHEN: &str = "podset.dev/ready-when";
+
+/// `child` (JSON with `metadata`) in wave `n`.
+pub fn in_wave(mut child: Value, n: u32) -> Value {
+    if let Some(meta) = child.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = meta.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(WAVE.into(), Value::String(n.to_string()));
+        }
+    }
+    child
+}
+
 /// Delete a child.
 pub fn delete(kind: Kind, name: &str) -> Action {
     Action::Delete(kind.key(name))

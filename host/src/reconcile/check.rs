@@ -25,6 +25,7 @@ use super::observe::Observed;
 use super::plan::{Checked, Child, Doomed, Note, Plan};
 use super::restrict::{self, Weakening};
 use super::syntax::{condition_reason, dns1123_subdomain, label_value, qualified_name};
+use super::waves;
 use crate::kubernetes::access::Resolved;
 use crate::kubernetes::object::Object;
 use crate::kubernetes::watches::{MANAGED_BY, MANAGED_BY_LABEL};
@@ -310,6 +311,15 @@ fn child(object: Value, mode: Mode, parent: &Parent, resolved: &Resolved) -> Res
     }
     for k in meta.annotations.iter().flatten().map(|(k, _)| k) {
         syntax("annotation key", k, qualified_name(k))?;
+    }
+    if let Some(annotations) = &meta.annotations
+        && let Err((key, why)) = waves::check_annotations(annotations)
+    {
+        return Err(Rejection::InvalidSyntax {
+            what: format!("{key}: annotation {key}"),
+            value: annotations[&key].clone(),
+            why,
+        });
     }
     labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
     meta.owner_references = Some(vec![parent.owner.clone()]);

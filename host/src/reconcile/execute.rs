@@ -16,6 +16,7 @@ use super::keys::ChildKey;
 use super::observe::Observed;
 use super::plan::{Checked, Child, Doomed, Note};
 use super::status::{self, Ended, Outcome};
+use crate::conditions::WAITING_FOR_WAVE;
 use crate::kubernetes::events::{Origin, event};
 use crate::kubernetes::object::Object;
 use crate::kubernetes::scope::api_for;
@@ -72,9 +73,15 @@ pub async fn execute(
     // After our own metadata write the cached parent is one version behind: writing
     // status against it would only meet a conflict.
     let parent = patched.as_ref().unwrap_or(parent);
+    if let Some(waiting) = &checked.waiting
+        && !status::has_condition(parent, WAITING_FOR_WAVE, waiting)
+    {
+        act.host_event(EventType::Normal, "WaveWaiting", "Wait", waiting.clone(), None);
+    }
     if !checked.fold_status {
         let digest = admitted.policy.digest().to_string();
-        let next = status::next(parent, Ended::Decided { status: checked.status, digest: &digest });
+        let waiting = checked.waiting.as_deref();
+        let next = status::next(parent, Ended::Decided { status: checked.status, digest: &digest, waiting });
         if status::write(&ctx.client, &ctx.written, &observed.parent_ref(), parent, next).await? == Outcome::Conflict {
             return Ok(AFTER_CONFLICT);
         }

@@ -18,7 +18,7 @@ use super::error::{Error, Result};
 use super::keys::ParentRef;
 use super::kind::KindContext;
 use super::observe::{self, Observed};
-use super::{check, execute, status};
+use super::{check, execute, status, waves};
 use crate::conditions::{POLICY_FAILED, RECONCILE_FAILED};
 use crate::kubernetes::events::{Origin, event};
 use crate::kubernetes::object::Object;
@@ -182,13 +182,14 @@ pub async fn act(ctx: &Context, admitted: &Admitted, mut observed: Observed) -> 
             return Err(Error::Rejected { policy: label, rejection });
         }
     };
-    let checked = match check::check(plan, observed, resolved) {
+    let mut checked = match check::check(plan, observed, resolved) {
         Ok(c) => c,
         Err(rejection) => {
             report_failure(ctx, resource, parent, POLICY_FAILED, rejection.reason(), &rejection.to_string()).await;
             return Err(Error::Rejected { policy: label, rejection });
         }
     };
+    checked.waiting = waves::gate(&mut checked, observed);
     let requeue = checked.requeue.unwrap_or(ctx.resync);
     tracing::debug!(
         policy = %label,

@@ -3,7 +3,8 @@
 //! [`observe`] (parent, children, related objects, work in flight) →
 //! [`decide`] (the policy, in its world, through the contract; called again while it
 //! names [`lookups`] not yet answered) →
-//! [`check`] (the plan against the parent; [`restrict`]s pods) →
+//! [`check`] (the plan against the parent; [`restrict`]s pods) → [`waves`] (holds back
+//! what waits for an earlier wave to be [`readiness`]-ready) →
 //! [`execute`] (children, Events, finalizer) → [`status`] (written only when changed).
 //!
 //! [`shadow`] policies decide beside the live one and are compared, never performed;
@@ -27,6 +28,7 @@ pub mod kind;
 pub mod lookups;
 pub mod observe;
 pub mod plan;
+pub mod readiness;
 pub mod record;
 pub mod restrict;
 pub mod shadow;
@@ -34,6 +36,7 @@ pub mod snapshot;
 pub mod status;
 pub mod syntax;
 pub mod translate;
+pub mod waves;
 
 pub use context::{Context, ContextSettings};
 pub use error::{ChildAction, Error, Result};

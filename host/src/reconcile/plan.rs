@@ -79,4 +79,6 @@ pub struct Checked {
     pub events: Vec<Note>,
     pub requeue: Option<Duration>,
     pub finalize: bool,
+    /// What a held wave waits for ([`super::waves`]), for the parent's condition.
+    pub waiting: Option<String>,
 }

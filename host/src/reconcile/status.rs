@@ -33,8 +33,9 @@ pub const DIGEST_FIELD: &str = "policyDigest";
 
 /// How a reconcile ended, for the status it leaves.
 pub enum Ended<'a> {
-    /// The policy of `digest` decided, and wrote `status` if it wrote one.
-    Decided { status: Option<Value>, digest: &'a str },
+    /// The policy of `digest` decided, and wrote `status` if it wrote one; `waiting`
+    /// says what a held wave waits for.
+    Decided { status: Option<Value>, digest: &'a str, waiting: Option<&'a str> },
     /// The policy could not decide, or its decision was refused.
     Failed(Failure<'a>),
 }
@@ -59,7 +60,11 @@ pub struct Next {
 pub fn next(parent: &Object, ended: Ended<'_>) -> Next {
     let current = current(parent);
     let (from_policy, digest, failure) = match ended {
-        Ended::Decided { status, digest } => (status, Some(digest), None),
+        Ended::Decided { status, digest, waiting: None } => (status, Some(digest), None),
+        Ended::Decided { status, digest, waiting: Some(message) } => {
+            let waiting = Failure { condition: conditions::WAITING_FOR_WAVE, reason: "WaitingForWave", message };
+            (status, Some(digest), Some(waiting))
+        }
         Ended::Failed(f) => (None, None, Some(f)),
     };
     let mut next = from_policy.unwrap_or_else(|| current.clone());
@@ -88,6 +93,11 @@ pub fn next(parent: &Object, ended: Ended<'_>) -> Next {
         }
     }
     Next { current, status: next }
+}
+
+/// Whether `parent`'s status has condition `type_` True with `message`.
+pub fn has_condition(parent: &Object, type_: &str, message: &str) -> bool {
+    conditions_of(&current(parent)).iter().any(|c| c.type_ == type_ && c.status == "True" && c.message == message)
 }
 
 fn current(parent: &Object) -> Value {
@@ -200,7 +210,7 @@ mod tests {
     const DIGEST: &str = "sha256:new";
 
     fn decided(status: Value) -> Ended<'static> {
-        Ended::Decided { status: Some(status), digest: DIGEST }
+        Ended::Decided { status: Some(status), digest: DIGEST, waiting: None }
     }
 
     #[test]
@@ -256,9 +266,9 @@ mod tests {
     #[test]
     fn the_deciding_digest_is_recorded_and_kept_through_a_failure() {
         let p = parent(json!({ "nodes": ["a"], "policyDigest": "sha256:old" }));
-        let unchanged = next(&p, Ended::Decided { status: None, digest: "sha256:old" });
+        let unchanged = next(&p, Ended::Decided { status: None, digest: "sha256:old", waiting: None });
         assert_eq!(unchanged.status, unchanged.current, "same policy, same status: nothing to write");
-        let swapped = next(&p, Ended::Decided { status: None, digest: DIGEST }).status;
+        let swapped = next(&p, Ended::Decided { status: None, digest: DIGEST, waiting: None }).status;
         assert_eq!(swapped, json!({ "nodes": ["a"], "policyDigest": DIGEST }), "a swap alone is one status write");
         let failed = Failure { condition: POLICY_FAILED, reason: "Trap", message: "unreachable" };
         let failed = next(&p, Ended::Failed(failed)).status;

@@ -58,8 +58,9 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &tenants());
     let namespaces: Api<Namespace> = Api::all(client.clone());
 
-    // Granted Namespaces but not the namespaces it owns: the namespace is made, and
-    // every decision that writes into it is refused, with the reason on the Tenant.
+    // Granted Namespaces but not the namespaces it owns: every decision writes into the
+    // namespace (wave 1), so each is refused whole, with the reason on the Tenant, and
+    // nothing is made, not even the namespace.
     let no_namespace = format!("podset.dev/tenant-test={name}");
     let serve = |log: &str, kubeconfig: &Path, grant: &Path, more: &[&str]| {
         let grant = grant.to_str().expect("utf-8");
@@ -77,13 +78,7 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     .await;
     assert_eq!(reason, "InvalidDecision", "{message}");
     assert!(message.contains(&format!("may not write in namespace \"{name}\"")), "{message}");
-    let ns = namespaces.get(&name).await.expect("its namespace was made before anything went in it");
-    let owner = &ns.metadata.owner_references.as_ref().expect("owned")[0];
-    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Tenant", name.as_str()));
-    let labels = ns.metadata.labels.clone().unwrap_or_default();
-    assert_eq!(labels.get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("restricted"));
-    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &name);
-    assert!(quotas.get_opt("tenant").await.expect("list").is_none(), "nothing was written inside");
+    assert!(namespaces.get_opt(&name).await.expect("get").is_none(), "refused whole: no namespace either");
     assert!(op.terminate(Duration::from_secs(10)), "the operator stops on TERM");
 
     // With the grant of manifests/reach/tenant.yaml, as the operator's ServiceAccount
@@ -102,6 +97,31 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
             .then_some(ready)
     })
     .await;
+    // The order the policy stated: what goes in the namespace (wave 1) waited for the
+    // namespace (wave 0), and the operator said so on the Tenant. (A cluster-scoped
+    // object's Events are in `default`.)
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "default");
+    let waited = eventually("the WaveWaiting Event", T, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find_map(|e| {
+            let about = e.regarding.as_ref()?.name.as_deref() == Some(name.as_str());
+            (about && e.reason.as_deref() == Some("WaveWaiting")).then_some(e.note?)
+        })
+    })
+    .await;
+    let expected = format!(
+        "wave 1 (ResourceQuota tenant, LimitRange tenant, RoleBinding tenant-edit, NetworkPolicy default-deny) waits \
+         for wave 0: Namespace {name}: being created"
+    );
+    assert_eq!(waited, expected);
+    let t = api.get(&name).await.expect("the Tenant");
+    assert!(condition(&t, "WaitingForWave").is_none(), "nothing waits once Ready: {:?}", t.data["status"]);
+    let ns = namespaces.get(&name).await.expect("its namespace");
+    let owner = &ns.metadata.owner_references.as_ref().expect("owned")[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Tenant", name.as_str()));
+    let labels = ns.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("restricted"));
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &name);
     let hard = quotas.get("tenant").await.expect("quota").spec.and_then(|s| s.hard).unwrap_or_default();
     assert_eq!(hard.get("pods").map(|q| q.0.as_str()), Some("10"));
     let limits: Api<LimitRange> = Api::namespaced(client.clone(), &name);
