@@ -16,6 +16,7 @@ use super::keys::ChildKey;
 use super::observe::Observed;
 use super::plan::{Checked, Child, Doomed, Note};
 use super::status::{self, Ended, Outcome};
+use super::waves::{self, Teardown};
 use crate::conditions::WAITING_FOR_WAVE;
 use crate::kubernetes::events::{Origin, event};
 use crate::kubernetes::object::Object;
@@ -45,7 +46,7 @@ pub async fn execute(
     let parent_api: Api<Object> = api_for(&ctx.client, &observed.parent_resource, parent.namespace().as_deref());
     let manager = admitted.field_manager();
     let act = Act { ctx, observed, manager: &manager };
-    let patch = metadata(parent, admitted);
+    let patch = metadata(parent, admitted, waves::ordered(&checked, observed));
     // A finalizer must be in place before any child exists; the legacy annotation's
     // removal can be written alongside the children.
     let patched = if patch.as_ref().is_some_and(|p| p.adds_finalizer) {
@@ -102,20 +103,27 @@ struct MetadataPatch {
     adds_finalizer: bool,
 }
 
-/// One metadata patch at most: the policy's finalizer (on a parent not being deleted)
-/// when missing, and the legacy digest annotation's removal when present.
-fn metadata(parent: &Object, admitted: &Admitted) -> Option<MetadataPatch> {
+/// One metadata patch at most: the policy's finalizer and, for a parent whose children
+/// come in waves (`ordered`), the host's teardown finalizer (on a parent not being
+/// deleted) when missing, and the legacy digest annotation's removal when present.
+fn metadata(parent: &Object, admitted: &Admitted, ordered: bool) -> Option<MetadataPatch> {
     let mut patch = serde_json::Map::new();
     if parent.annotations().contains_key(LEGACY_DIGEST_ANNOTATION) {
         patch.insert("annotations".into(), json!({ LEGACY_DIGEST_ANNOTATION: null }));
     }
     let mut adds_finalizer = false;
-    if let Some(f) = &admitted.resolved.finalizer
-        && parent.metadata.deletion_timestamp.is_none()
-        && !parent.finalizers().contains(f)
-    {
+    let teardown = ordered.then(|| waves::TEARDOWN_FINALIZER.to_string());
+    let missing: Vec<String> = admitted
+        .resolved
+        .finalizer
+        .iter()
+        .chain(teardown.iter())
+        .filter(|f| !parent.finalizers().contains(f))
+        .cloned()
+        .collect();
+    if parent.metadata.deletion_timestamp.is_none() && !missing.is_empty() {
         let mut finalizers = parent.finalizers().to_vec();
-        finalizers.push(f.clone());
+        finalizers.extend(missing);
         patch.insert("finalizers".into(), json!(finalizers));
         // The list is replaced whole: make the write conditional on what it was read from.
         patch.insert("resourceVersion".into(), json!(parent.resource_version()));
@@ -129,6 +137,51 @@ async fn patch_metadata(api: &Api<Object>, parent: &Object, patch: Option<Metada
     let Some(MetadataPatch { patch, .. }) = patch else { return Ok(None) };
     let merge = Patch::Merge(json!({ "metadata": patch }));
     Ok(Some(api.patch(&parent.name_any(), &PatchParams::default(), &merge).await?))
+}
+
+/// One step of the host's teardown of a deleted parent whose children come in waves:
+/// delete the highest wave still there (with UID preconditions), or wait for it to
+/// go, or, with nothing left, remove [`waves::TEARDOWN_FINALIZER`]. Needs no policy.
+/// Every step is decided from the cache alone, so a restart resumes in order.
+pub async fn teardown(ctx: &Context, observed: &Observed, manager: &str) -> Result<()> {
+    let act = Act { ctx, observed, manager };
+    match waves::teardown(&observed.children) {
+        Teardown::Done => {
+            let parent = &observed.parent;
+            let api: Api<Object> = api_for(&ctx.client, &observed.parent_resource, parent.namespace().as_deref());
+            remove_finalizer(&api, parent, waves::TEARDOWN_FINALIZER).await?;
+            ctx.expectations.forget(&observed.parent_ref());
+        }
+        Teardown::Wait { wave, left } => tracing::debug!(wave, left, "teardown: waiting for the wave to go"),
+        Teardown::Delete { wave, children } => {
+            let names: Vec<String> = children
+                .iter()
+                .map(|c| format!("{} {}", c.resource.kind, c.object.metadata.name.as_deref().unwrap_or_default()))
+                .collect();
+            act.host_event(
+                EventType::Normal,
+                "TeardownWave",
+                "Delete",
+                format!("deleting wave {wave}: {}", names.join(", ")),
+                None,
+            );
+            let doomed: Vec<Doomed> = children
+                .iter()
+                .map(|c| Doomed {
+                    resource: c.resource.clone(),
+                    key: ChildKey::new(
+                        &c.resource,
+                        c.object.metadata.namespace.as_deref().unwrap_or_default(),
+                        c.object.metadata.name.as_deref().unwrap_or_default(),
+                    ),
+                    uid: c.object.metadata.uid.clone().unwrap_or_default(),
+                })
+                .collect();
+            let deleted = join_all(doomed.iter().map(|d| act.delete(d))).await;
+            deleted.into_iter().collect::<Result<Vec<()>>>()?;
+        }
+    }
+    Ok(())
 }
 
 /// Removes `finalizer` from `parent`, conditional on its resourceVersion (a merge patch

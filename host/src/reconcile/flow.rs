@@ -121,6 +121,14 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
     let deleting = parent.metadata.deletion_timestamp.is_some();
     let finalizing = deleting && resolved.finalizer.as_ref().is_some_and(|f| parent.finalizers().contains(f));
     if deleting && !finalizing {
+        // Children in waves: the host deletes them, highest wave first, without the
+        // policy (which had its say through its own finalizer, if it declared one).
+        if parent.finalizers().iter().any(|f| f == waves::TEARDOWN_FINALIZER) {
+            let observed =
+                observe::gather(parent.clone(), &kind.resource, resolved, kind.as_ref(), &ctx.expectations, None);
+            execute::teardown(ctx, &observed, &admitted.field_manager()).await?;
+            return Ok(Action::await_change());
+        }
         // The garbage collector removes the children through their owner references.
         ctx.expectations.forget(key);
         return Ok(Action::await_change());

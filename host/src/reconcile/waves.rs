@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::observe::Observed;
+use super::observe::{Observation, Observed};
 use super::plan::{Checked, Child};
 use super::readiness::{READY_WHEN, ready, rules};
 use crate::kubernetes::object::Object;
@@ -20,6 +20,49 @@ pub const WAVE: &str = "podset.dev/wave";
 
 /// The largest wave accepted: waves order a handful of steps, not a queue.
 pub const MAX_WAVE: u32 = 100;
+
+/// The finalizer the host puts on a parent once it has children in waves: deleting the
+/// parent then deletes them in reverse wave order (highest first, each wave gone before
+/// the next), by the host, without the policy ([`teardown`]).
+pub const TEARDOWN_FINALIZER: &str = "podset.dev/teardown";
+
+/// The wave of an observed child (0 when not annotated).
+pub fn wave_of_object(o: &Object) -> u32 {
+    wave_of(o.metadata.annotations.as_ref())
+}
+
+/// Whether a decision puts children in waves: the parent then needs the host's teardown.
+pub fn ordered(checked: &Checked, observed: &Observed) -> bool {
+    let planned =
+        checked.creates.iter().chain(&checked.applies).any(|c| wave_of(c.object.metadata.annotations.as_ref()) > 0);
+    planned || observed.children.iter().any(|c| wave_of_object(&c.object) > 0)
+}
+
+/// The next step of a parent's teardown.
+#[derive(Debug)]
+pub enum Teardown<'a> {
+    /// No child left: the finalizer can go.
+    Done,
+    /// Delete these children of `wave`, the highest left (the others of that wave are
+    /// already going).
+    Delete { wave: u32, children: Vec<&'a Observation> },
+    /// Every child of the highest wave left is going: wait for them.
+    Wait { wave: u32, left: usize },
+}
+
+/// What to do next to tear down `children` (all the parent controls, terminating ones
+/// included): the highest wave still there first; a lower wave only once it is gone.
+pub fn teardown(children: &[Observation]) -> Teardown<'_> {
+    let Some(wave) = children.iter().map(|c| wave_of_object(&c.object)).max() else { return Teardown::Done };
+    let in_wave: Vec<&Observation> = children.iter().filter(|c| wave_of_object(&c.object) == wave).collect();
+    let standing: Vec<&Observation> =
+        in_wave.iter().copied().filter(|c| c.object.metadata.deletion_timestamp.is_none()).collect();
+    if standing.is_empty() {
+        Teardown::Wait { wave, left: in_wave.len() }
+    } else {
+        Teardown::Delete { wave, children: standing }
+    }
+}
 
 /// Why a wave annotation or a ready-when rule is refused.
 pub fn check_annotations(annotations: &std::collections::BTreeMap<String, String>) -> Result<(), (String, String)> {
@@ -197,6 +240,36 @@ mod tests {
         cm.data = json!({"data": {"ready": "yes"}});
         let mut checked = Checked { applies: vec![child(configmaps(), "app", Some(2))], ..Checked::default() };
         assert_eq!(gate(&mut checked, &observed(podset(1), vec![(configmaps(), cm)])), None);
+    }
+
+    #[test]
+    fn teardown_goes_from_the_highest_wave_down_each_gone_before_the_next() {
+        let cm = |name: &str, wave: u32, going: bool| {
+            let mut o = DynamicObject::new(name, &configmaps());
+            o.metadata.annotations = Some([(WAVE.to_string(), wave.to_string())].into());
+            if going {
+                o.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ));
+            }
+            Observation { resource: Arc::new(configmaps()), object: Arc::new(o.into()) }
+        };
+        let names = |t: Teardown<'_>| match t {
+            Teardown::Delete { wave, children } => {
+                (wave, children.iter().map(|c| c.object.metadata.name.clone().unwrap_or_default()).collect::<Vec<_>>())
+            }
+            other => panic!("{other:?}"),
+        };
+        let all = [cm("a", 0, false), cm("b", 1, false), cm("c", 2, false), cm("d", 2, false)];
+        assert_eq!(names(teardown(&all)), (2, vec!["c".to_string(), "d".to_string()]));
+        // Wave 2 going: wait, even though wave 1 stands (a restart sees the same).
+        let going = [cm("a", 0, false), cm("b", 1, false), cm("c", 2, true), cm("d", 2, true)];
+        assert!(matches!(teardown(&going), Teardown::Wait { wave: 2, left: 2 }));
+        let one_left = [cm("a", 0, false), cm("b", 1, false), cm("d", 2, true)];
+        assert!(matches!(teardown(&one_left), Teardown::Wait { wave: 2, left: 1 }));
+        assert_eq!(names(teardown(&[cm("a", 0, false), cm("b", 1, false)])), (1, vec!["b".to_string()]));
+        assert_eq!(names(teardown(&[cm("a", 0, false)])), (0, vec!["a".to_string()]));
+        assert!(matches!(teardown(&[]), Teardown::Done));
     }
 
     #[test]

@@ -174,9 +174,9 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     assert!(!ok && out.contains("cluster-scoped"), "{out}");
 
     // The module replaced by one that declares the same and traps on every decision:
-    // the Tenant says so, and deleting it does not need the policy. The garbage
-    // collector follows the owner references to the namespace, and the namespace
-    // controller empties it.
+    // the Tenant says so, and deleting it does not need the policy. The operator tears
+    // it down in reverse wave order (its finalizer holds the Tenant meanwhile): what is
+    // in the namespace, then the namespace, which the namespace controller empties.
     let trapping = common::read_policy("fixtures/trapping-tenant.wasm");
     let tmp = dir.path().join("tenant.wasm.new");
     std::fs::write(&tmp, &trapping).expect("write");
@@ -187,12 +187,38 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     })
     .await;
     assert!(message.contains("trap") || reason.contains("Trap"), "{reason}: {message}");
-    api.delete(&name, &DeleteParams::foreground()).await.expect("delete the Tenant");
+    let t = api.get(&name).await.expect("the Tenant");
+    assert!(t.metadata.finalizers.unwrap_or_default().contains(&"podset.dev/teardown".to_string()));
+    api.delete(&name, &DeleteParams::default()).await.expect("delete the Tenant");
     eventually("the Tenant and its namespace are gone, with its policy trapping", T, || async {
         let gone = api.get_opt(&name).await.ok()?.is_none() && namespaces.get_opt(&name).await.ok()?.is_none();
         gone.then_some(())
     })
     .await;
+    // Wave 1 first, then wave 0, each deleted once what came after it was gone.
+    let teardown = eventually("the TeardownWave Events", T, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        let mut waves: Vec<(String, String)> = list
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+                    && e.reason.as_deref() == Some("TeardownWave")
+            })
+            .map(|e| (e.event_time.map(|t| t.0.to_string()).unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect();
+        waves.sort();
+        (waves.len() == 2).then_some(waves.into_iter().map(|(_, note)| note).collect::<Vec<_>>())
+    })
+    .await;
+    assert_eq!(
+        teardown,
+        [
+            "deleting wave 1: ResourceQuota tenant, LimitRange tenant, RoleBinding tenant-edit, NetworkPolicy default-deny"
+                .to_string(),
+            format!("deleting wave 0: Namespace {name}"),
+        ]
+    );
     let log = std::fs::read_to_string(&op.log).expect("operator log");
     assert!(!log.to_lowercase().contains("forbidden"), "the operator was refused something:\n{log}");
     assert!(op.terminate(Duration::from_secs(10)), "the operator stops on TERM");
