@@ -202,6 +202,15 @@ mod reconcile_world {
                     namespace: String::new(),
                     match_: LookupMatch::Name(format!("{name}-{}", input.looked_up.len())),
                 })],
+                // Two children in waves: the second once the first is ready by its rule.
+                Some("waves") => vec![
+                    Action::Apply(format!(
+                        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}-first","annotations":{{"podset.dev/ready-when":"[{{\"field\":\"/data/ready\",\"equals\":\"yes\"}}]"}}}},"data":{{"ready":"yes"}}}}"#
+                    )),
+                    Action::Apply(format!(
+                        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}-second","annotations":{{"podset.dev/wave":"1"}}}},"data":{{"a":"b"}}}}"#
+                    )),
+                ],
                 // A harmless child: what the others are refused next to.
                 _ => vec![Action::Apply(configmap(""))],
             })

@@ -33,8 +33,10 @@ use super::flow::{error_policy, reconcile};
 use super::keys::ChildKey;
 use super::kind::{KindContext, KindState};
 use super::lookups::LookupIndex;
+use super::waves;
 use crate::contract::bindings::RelatedKind;
 use crate::contract::declarations::kind_name;
+use crate::kubernetes::access::Resolved;
 use crate::kubernetes::cache::{CacheHealth, reflected};
 use crate::kubernetes::object::Object;
 use crate::kubernetes::scope::{ClusterScoped, api_for};
@@ -78,9 +80,34 @@ impl Kinds {
     pub async fn sync(&self, ctx: &Arc<Context>) {
         let desired = desired(ctx);
         let mut controllers = self.controllers.lock().await;
+        // A kind no policy serves any more keeps its controller while a parent of it
+        // waits for the host's teardown (its children in waves): deletion must not need
+        // the policy.
+        let tearing_down = |r: &Running| {
+            r.state.parents.state().iter().any(|p| p.finalizers().iter().any(|f| f == waves::TEARDOWN_FINALIZER))
+        };
+        // Nor does it lose a child kind a parent being torn down may still have: the
+        // kinds of a changed shape are widened by the old ones meanwhile.
+        let mut desired = desired;
+        for (gvk, r) in controllers.iter() {
+            if let Some(shape) = desired.get_mut(gvk)
+                && *shape != r.shape
+                && tearing_down(r)
+            {
+                for (k, child) in &r.shape.children {
+                    shape.children.entry(k.clone()).or_insert_with(|| child.clone());
+                    if r.shape.cluster_scoped.contains(child) {
+                        shape.cluster_scoped.insert(child);
+                    }
+                }
+            }
+        }
         let stale: Vec<GroupVersionKind> = controllers
             .iter()
-            .filter(|(gvk, r)| desired.get(*gvk) != Some(&r.shape))
+            .filter(|(gvk, r)| match desired.get(*gvk) {
+                Some(shape) => *shape != r.shape,
+                None => !tearing_down(r),
+            })
             .map(|(gvk, _)| gvk.clone())
             .collect();
         for gvk in stale {
@@ -245,6 +272,15 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
         guards,
         routes,
         lookups,
+        teardown: Resolved {
+            parent: shape.parent.clone(),
+            children: shape.children.values().cloned().collect(),
+            related: Vec::new(),
+            lookups: Vec::new(),
+            finalizer: None,
+            cluster_scoped: shape.cluster_scoped.clone(),
+            reach: Default::default(),
+        },
     });
     let stop = ctx.shutdown.child_token();
     let triggers = Triggers { requeue: requeue_rx, changed: changed_rx };

@@ -86,7 +86,28 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
     if Registry::named_by(&parent).is_some() && !until(ctx, ctx.policy_cache.synced()).await {
         return Ok(Action::await_change());
     }
-    let admitted = match ctx.registry.select(&parent, &kind.gvk) {
+    let selection = ctx.registry.select(&parent, &kind.gvk);
+    // Children in waves, the parent deleted: the host deletes them, highest wave first,
+    // without the policy, which has its say first only if it is there and declared a
+    // finalizer still on the parent. The kinds are the controller's own, so this works
+    // with the policy trapping, refused or withdrawn.
+    if parent.metadata.deletion_timestamp.is_some()
+        && parent.finalizers().iter().any(|f| f == waves::TEARDOWN_FINALIZER)
+    {
+        let policy_first = matches!(&selection, Selection::Ready(a)
+            if a.resolved.finalizer.as_ref().is_some_and(|f| parent.finalizers().contains(f)));
+        if !policy_first {
+            if !until(ctx, kind.caches_for(&kind.teardown.children, &[]).synced()).await {
+                return Ok(Action::await_change());
+            }
+            let Some(parent) = kind.parents.get(key) else { return Ok(Action::await_change()) };
+            let (resolved, caches) = (&kind.teardown, kind.as_ref());
+            let observed = observe::gather(parent, &kind.resource, resolved, caches, &ctx.expectations, None);
+            execute::teardown(ctx, &observed, waves::TEARDOWN_MANAGER).await?;
+            return Ok(Action::await_change());
+        }
+    }
+    let admitted = match selection {
         Selection::Ready(a) => a,
         Selection::Loading => return Ok(Action::requeue(LOADING_RETRY)),
         Selection::Unavailable(why) => {
@@ -121,14 +142,6 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
     let deleting = parent.metadata.deletion_timestamp.is_some();
     let finalizing = deleting && resolved.finalizer.as_ref().is_some_and(|f| parent.finalizers().contains(f));
     if deleting && !finalizing {
-        // Children in waves: the host deletes them, highest wave first, without the
-        // policy (which had its say through its own finalizer, if it declared one).
-        if parent.finalizers().iter().any(|f| f == waves::TEARDOWN_FINALIZER) {
-            let observed =
-                observe::gather(parent.clone(), &kind.resource, resolved, kind.as_ref(), &ctx.expectations, None);
-            execute::teardown(ctx, &observed, &admitted.field_manager()).await?;
-            return Ok(Action::await_change());
-        }
         // The garbage collector removes the children through their owner references.
         ctx.expectations.forget(key);
         return Ok(Action::await_change());

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::burst::InFlight;
 use super::context::Context;
 use super::lookups::LookupIndex;
+use crate::kubernetes::access::Resolved;
 use crate::kubernetes::cache::{CacheHealth, Caches};
 use crate::kubernetes::object::Object;
 use crate::kubernetes::watches::{Route, Scope, WatchGuard, Watched};
@@ -67,6 +68,9 @@ pub struct KindState {
     pub(super) routes: Vec<(Arc<Watched>, Arc<Route>)>,
     /// What each parent's last decision looked up (contract 0.4).
     pub lookups: Arc<LookupIndex>,
+    /// The kind's children as its controller watches them, policy or not: what a
+    /// teardown reads (reconcile::waves).
+    pub teardown: Resolved,
 }
 
 impl Drop for KindState {

@@ -26,6 +26,9 @@ pub const MAX_WAVE: u32 = 100;
 /// the next), by the host, without the policy ([`teardown`]).
 pub const TEARDOWN_FINALIZER: &str = "podset.dev/teardown";
 
+/// The field manager of the host's own writes during a teardown (deletes carry none).
+pub const TEARDOWN_MANAGER: &str = "podset-host/teardown";
+
 /// The wave of an observed child (0 when not annotated).
 pub fn wave_of_object(o: &Object) -> u32 {
     wave_of(o.metadata.annotations.as_ref())

@@ -146,3 +146,62 @@ async fn a_policy_declaring_what_the_operators_rbac_forbids_is_refused_when_it_l
     assert!(String::from_utf8_lossy(&events.stdout).contains("PolicyRejected"), "a Warning Event says so");
     common::delete_namespace(&client, &ns).await;
 }
+
+/// Children in waves are written in order and torn down in reverse by the operator,
+/// even once no policy that put them there serves the kind any more.
+#[tokio::test]
+async fn waves_are_written_in_order_and_torn_down_in_reverse_after_their_policy_is_gone() {
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::DeleteParams;
+
+    let env = Env::new("waves").await;
+    let hostile = common::read_policy("fixtures/generic-hostile.wasm");
+    common::publish_policy(&env.client, &env.ns, "hostile", "hostile-module", &hostile, Some(attackers())).await;
+    let rps: Api<ReconcilePolicy> = Api::namespaced(env.client.clone(), &env.ns);
+    eventually("the policy to load", T, || async { rps.get("hostile").await.ok()?.status?.loaded_digest.map(|_| ()) })
+        .await;
+    env.podsets.create(&PostParams::default(), &podset("waved", "waves")).await.expect("create");
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    let (first, second) = eventually("both waves written", T, || async {
+        Some((cms.get("waved-first").await.ok()?, cms.get("waved-second").await.ok()?))
+    })
+    .await;
+    let created = |cm: &ConfigMap| cm.metadata.creation_timestamp.clone().expect("created").0;
+    assert!(created(&second) >= created(&first), "wave 1 after wave 0");
+    let ps = env.podsets.get("waved").await.expect("the PodSet");
+    assert!(ps.metadata.finalizers.unwrap_or_default().contains(&"podset.dev/teardown".to_string()));
+
+    // The policy withdrawn: the default PodSet policy decides the PodSet now (it makes
+    // its pod), and the operator keeps watching the ConfigMaps it may have to delete.
+    rps.delete("hostile", &DeleteParams::default()).await.expect("withdraw the policy");
+    eventually("the default policy to decide it (its pod)", T, || async {
+        (!env.pods.list(&ListParams::default()).await.ok()?.items.is_empty()).then_some(())
+    })
+    .await;
+    env.podsets.delete("waved", &DeleteParams::default()).await.expect("delete");
+    eventually("the PodSet and both ConfigMaps gone", T, || async {
+        let gone = env.podsets.get_opt("waved").await.ok()?.is_none()
+            && cms.get_opt("waved-first").await.ok()?.is_none()
+            && cms.get_opt("waved-second").await.ok()?.is_none();
+        gone.then_some(())
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.ns);
+    let notes = eventually("the TeardownWave Events", T, || async {
+        let mut waves: Vec<(String, String)> = events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("TeardownWave"))
+            .map(|e| (e.event_time.map(|t| t.0.to_string()).unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect();
+        waves.sort();
+        (waves.len() == 2).then_some(waves.into_iter().map(|(_, n)| n).collect::<Vec<_>>())
+    })
+    .await;
+    assert_eq!(notes[0], "deleting wave 1: ConfigMap waved-second");
+    assert!(notes[1].starts_with("deleting wave 0:") && notes[1].contains("ConfigMap waved-first"), "{notes:?}");
+    env.cleanup().await;
+}

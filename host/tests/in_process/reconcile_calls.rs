@@ -100,10 +100,16 @@ struct Rig {
 
 impl Rig {
     fn new() -> Rig {
+        Rig::serving("podset.wasm")
+    }
+
+    /// A rig whose policy is `module` of the policy directory (its `resolved` is the
+    /// PodSet one's: a test of another kind replaces it).
+    fn serving(module: &str) -> Rig {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let client = api_server(seen.clone());
         let engine = Arc::new(PolicyEngine::new(Limits::default()).expect("engine"));
-        let policy = engine.load(&common::read_policy("podset.wasm")).expect("policy");
+        let policy = engine.load(&common::read_policy(module)).expect("policy");
         let settings = ContextSettings {
             namespace: None,
             resync: Duration::from_secs(300),
@@ -314,8 +320,8 @@ mod lookups {
 
     impl ReloaderRig {
         fn new() -> Self {
-            let rig = Rig::new();
-            let policy = rig.ctx.engine.load(&common::read_policy("reloader.wasm")).expect("policy");
+            let rig = Rig::serving("reloader.wasm");
+            let policy = rig.admitted.policy;
             let (deployments, configmaps) = (objects::deployments(), objects::configmaps());
             let secrets = resource("", "v1", "Secret", "secrets");
             let resolved = Resolved {
