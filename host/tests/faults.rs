@@ -870,3 +870,112 @@ async fn a_crash_after_every_write_of_the_netperf_flow_changes_nothing_in_the_en
     }
     conclude("Netperf", flow, &violations, &unreached, slowest, Reach::Every);
 }
+
+/// A parent's teardown in three waves (the hostile fixture's ConfigMaps `-w0`, `-w1`,
+/// `-w2`), with the operator dying right after each of its writes in turn, or losing
+/// that write's response. After each, a plain operator finishes it: the parent and
+/// every child gone, and the children deleted highest wave first, as a watch of them
+/// saw it (the audit log does not record ConfigMaps).
+#[tokio::test]
+async fn a_crash_after_every_write_of_a_three_wave_teardown_deletes_all_in_reverse_order() {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::DeleteParams;
+    use kube::runtime::watcher;
+
+    let client = common::client().await;
+    let hostile = policy_dir().join("fixtures/generic-hostile.wasm");
+    let waves = ["w2", "w1", "w0"];
+
+    // One run: the parent and its three waves made by a plain operator, then deleted
+    // with `fault` on; returns the teardown's writes and the violations.
+    let run = |name: String, fault: Option<(&'static str, u64)>| {
+        let (client, hostile) = (client.clone(), hostile.clone());
+        async move {
+            let ns = common::namespace(&client, &name).await;
+            let mut op = common::Operator::spawn_with_args(&ns, &[&hostile], &common::kubeconfig_path(), &[]);
+            op.ready().await;
+            let podsets: Api<PodSet> = Api::namespaced(client.clone(), &ns);
+            let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+            let mut ps = common::podset(NAME, 1);
+            ps.metadata.labels = Some([("fixture.podset.dev/attack".to_string(), "three-waves".to_string())].into());
+            podsets.create(&PostParams::default(), &ps).await.expect("create the PodSet");
+            // The parent's ConfigMaps (not the namespace's own `kube-root-ca.crt`).
+            let children = || async {
+                let list = cms.list(&ListParams::default()).await.ok()?.items;
+                Some(list.iter().filter(|c| c.name_any().starts_with(&format!("{NAME}-w"))).count())
+            };
+            eventually("the three waves written and the teardown finalizer", CONVERGE, || async {
+                let all = children().await?;
+                let ps = podsets.get(NAME).await.ok()?;
+                (all == 3 && ps.finalizers().iter().any(|f| f == "podset.dev/teardown")).then_some(())
+            })
+            .await;
+            // The deletions in the order the API server made them.
+            let deleted = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+            let seen = deleted.clone();
+            let watch = tokio::spawn(watcher(cms.clone(), watcher::Config::default()).for_each(move |e| {
+                if let Ok(watcher::Event::Delete(cm)) = e {
+                    seen.lock().expect("log").push(cm.name_any().trim_start_matches(&format!("{NAME}-")).to_string());
+                }
+                futures::future::ready(())
+            }));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let k_text = fault.map(|(_, k)| k.to_string()).unwrap_or_default();
+            let args: Vec<&str> = fault.map(|(flag, _)| vec![flag, k_text.as_str()]).unwrap_or_default();
+            op.respawn_with_args(&args);
+            op.ready().await;
+            let before = object_writes(&op.metrics().await);
+            let started = Instant::now();
+            podsets.delete(NAME, &DeleteParams::default()).await.expect("delete the PodSet");
+            let mut reached = true;
+            if let Some((CRASH_AFTER, _)) = fault {
+                reached = exits_within(&mut op, Duration::from_secs(30)).await;
+                if reached {
+                    op.respawn_with_args(&[]);
+                }
+            }
+            let mut violations = Vec::new();
+            let gone = common::within(CONVERGE, || async {
+                let left = children().await?;
+                (podsets.get_opt(NAME).await.ok()?.is_none() && left == 0).then_some(())
+            })
+            .await;
+            if gone.is_none() {
+                violations.push(format!("the PodSet or a child is left after {CONVERGE:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            watch.abort();
+            let order = deleted.lock().expect("log").clone();
+            if order != waves {
+                violations.push(format!("deleted in the order {order:?}, not {waves:?}"));
+            }
+            if let Some((LOSE_RESPONSE, k)) = fault {
+                reached = response_lost(&op, k);
+            }
+            let writes = object_writes(&op.metrics().await).saturating_sub(before);
+            let took = started.elapsed();
+            drop(op);
+            common::delete_namespace(&client, &ns).await;
+            (writes, violations, reached, took)
+        }
+    };
+
+    let (flow, v, _, _) = run("teardown-points".into(), None).await;
+    assert!(v.is_empty(), "uninterrupted run: {v:?}");
+    assert_eq!(flow, 4, "three deletes and the finalizer's removal");
+    let mut violations = Vec::new();
+    let mut unreached = Vec::new();
+    let mut slowest = Duration::ZERO;
+    for (fault, flag) in WRITE_FAULTS {
+        for k in 1..=flow {
+            let (_, v, reached, took) = run(format!("teardown-point{k}"), Some((flag, k))).await;
+            violations.extend(v.into_iter().map(|v| format!("{fault} write {k}: {v}")));
+            if !reached {
+                unreached.push(format!("{fault} write {k}"));
+            }
+            slowest = slowest.max(took);
+        }
+    }
+    conclude("a three-wave teardown", flow, &violations, &unreached, slowest, Reach::Every);
+}

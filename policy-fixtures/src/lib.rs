@@ -211,6 +211,14 @@ mod reconcile_world {
                         r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}-second","annotations":{{"podset.dev/wave":"1"}}}},"data":{{"a":"b"}}}}"#
                     )),
                 ],
+                // Three ConfigMaps in waves 0, 1 and 2: a teardown the fault suite interrupts.
+                Some("three-waves") => (0..3)
+                    .map(|w| {
+                        Action::Apply(format!(
+                            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}-w{w}","annotations":{{"podset.dev/wave":"{w}"}}}},"data":{{"a":"b"}}}}"#
+                        ))
+                    })
+                    .collect(),
                 // A harmless child: what the others are refused next to.
                 _ => vec![Action::Apply(configmap(""))],
             })
