@@ -855,12 +855,26 @@ async fn a_crash_after_every_write_of_the_netperf_flow_changes_nothing_in_the_en
     let (flow, v, _, _) = run("np-points".into(), None).await;
     assert!(v.is_empty(), "uninterrupted run: {v:?}");
     assert!(flow >= 4, "the flow creates two pods and writes a status at least twice: counted {flow}");
+    every_point("Netperf", "np-point", flow, run).await;
+}
+
+/// What one run of a flow under a fault returns: its object writes, the violations,
+/// whether the fault point was reached, and how long it took to recover.
+type PointRun = (u64, Vec<String>, bool, Duration);
+
+/// Runs a flow of `flow` writes once per write k and per fault (`run(name, (flag, k))`),
+/// and concludes with every violation and point not reached.
+async fn every_point<F, Fut>(flow_name: &str, prefix: &str, flow: u64, run: F)
+where
+    F: Fn(String, Option<(&'static str, u64)>) -> Fut,
+    Fut: std::future::Future<Output = PointRun>,
+{
     let mut violations = Vec::new();
     let mut unreached = Vec::new();
     let mut slowest = Duration::ZERO;
     for (fault, flag) in WRITE_FAULTS {
         for k in 1..=flow {
-            let (_, v, reached, took) = run(format!("np-point{k}"), Some((flag, k))).await;
+            let (_, v, reached, took) = run(format!("{prefix}{k}"), Some((flag, k))).await;
             violations.extend(v.into_iter().map(|v| format!("{fault} write {k}: {v}")));
             if !reached {
                 unreached.push(format!("{fault} write {k}"));
@@ -868,7 +882,7 @@ async fn a_crash_after_every_write_of_the_netperf_flow_changes_nothing_in_the_en
             slowest = slowest.max(took);
         }
     }
-    conclude("Netperf", flow, &violations, &unreached, slowest, Reach::Every);
+    conclude(flow_name, flow, &violations, &unreached, slowest, Reach::Every);
 }
 
 /// A parent's teardown in three waves (the hostile fixture's ConfigMaps `-w0`, `-w1`,
@@ -964,18 +978,5 @@ async fn a_crash_after_every_write_of_a_three_wave_teardown_deletes_all_in_rever
     let (flow, v, _, _) = run("teardown-points".into(), None).await;
     assert!(v.is_empty(), "uninterrupted run: {v:?}");
     assert_eq!(flow, 4, "three deletes and the finalizer's removal");
-    let mut violations = Vec::new();
-    let mut unreached = Vec::new();
-    let mut slowest = Duration::ZERO;
-    for (fault, flag) in WRITE_FAULTS {
-        for k in 1..=flow {
-            let (_, v, reached, took) = run(format!("teardown-point{k}"), Some((flag, k))).await;
-            violations.extend(v.into_iter().map(|v| format!("{fault} write {k}: {v}")));
-            if !reached {
-                unreached.push(format!("{fault} write {k}"));
-            }
-            slowest = slowest.max(took);
-        }
-    }
-    conclude("a three-wave teardown", flow, &violations, &unreached, slowest, Reach::Every);
+    every_point("a three-wave teardown", "teardown-point", flow, run).await;
 }
