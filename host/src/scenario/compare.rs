@@ -11,7 +11,7 @@
 //!   matter), ignoring what the host sets itself: a namespaced parent's child's
 //!   `metadata.namespace` (a cluster-scoped parent's children name theirs, so it
 //!   counts), `metadata.ownerReferences`, and the host's own conditions
-//!   (`PolicyFailed`, `ReconcileFailed`) in a status;
+//!   (`PolicyFailed`, `ReconcileFailed`, `WaitingForWave`) in a status;
 //! - applies and Events compare in order;
 //! - `requeue-after` is ignored: it changes when the next look happens, not what is done;
 //! - lookups compare as a set: a decision that reads something else is another
