@@ -145,7 +145,7 @@ async fn patch_metadata(api: &Api<Object>, parent: &Object, patch: Option<Metada
 /// Every step is decided from the cache alone, so a restart resumes in order.
 pub async fn teardown(ctx: &Context, observed: &Observed, manager: &str) -> Result<()> {
     let act = Act { ctx, observed, manager };
-    match waves::teardown(&observed.children) {
+    match waves::teardown(&observed.children, &observed.in_flight.deletions) {
         Teardown::Done => {
             let parent = &observed.parent;
             let api: Api<Object> = api_for(&ctx.client, &observed.parent_resource, parent.namespace().as_deref());

@@ -10,6 +10,7 @@
 
 use serde_json::Value;
 
+use super::keys::ChildKey;
 use super::observe::{Observation, Observed};
 use super::plan::{Checked, Child};
 use super::readiness::{READY_WHEN, ready, rules};
@@ -55,11 +56,23 @@ pub enum Teardown<'a> {
 
 /// What to do next to tear down `children` (all the parent controls, terminating ones
 /// included): the highest wave still there first; a lower wave only once it is gone.
-pub fn teardown(children: &[Observation]) -> Teardown<'_> {
+/// A child whose deletion was sent and not yet seen (`deleting`, the expectations)
+/// counts as going: a reconcile from a cache one event behind does not delete it twice.
+pub fn teardown<'a>(children: &'a [Observation], deleting: &[ChildKey]) -> Teardown<'a> {
     let Some(wave) = children.iter().map(|c| wave_of_object(&c.object)).max() else { return Teardown::Done };
     let in_wave: Vec<&Observation> = children.iter().filter(|c| wave_of_object(&c.object) == wave).collect();
-    let standing: Vec<&Observation> =
-        in_wave.iter().copied().filter(|c| c.object.metadata.deletion_timestamp.is_none()).collect();
+    let sent = |c: &Observation| {
+        deleting
+            .iter()
+            .any(|k| k.api_version == c.resource.api_version && k.kind == c.resource.kind && k.names(&c.object))
+    };
+    let mut standing: Vec<&Observation> =
+        in_wave.iter().copied().filter(|c| c.object.metadata.deletion_timestamp.is_none() && !sent(c)).collect();
+    // By kind and name: the Event that names them reads the same whatever the cache's order.
+    standing.sort_by(|a, b| {
+        (&a.resource.kind, a.object.metadata.name.as_deref())
+            .cmp(&(&b.resource.kind, b.object.metadata.name.as_deref()))
+    });
     if standing.is_empty() {
         Teardown::Wait { wave, left: in_wave.len() }
     } else {
@@ -166,7 +179,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::reconcile::keys::ChildKey;
     use crate::reconcile::observe::fixtures::{observed, podset};
     use podset_test_support::objects::configmaps;
 
@@ -264,15 +276,19 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let all = [cm("a", 0, false), cm("b", 1, false), cm("c", 2, false), cm("d", 2, false)];
-        assert_eq!(names(teardown(&all)), (2, vec!["c".to_string(), "d".to_string()]));
+        assert_eq!(names(teardown(&all, &[])), (2, vec!["c".to_string(), "d".to_string()]));
         // Wave 2 going: wait, even though wave 1 stands (a restart sees the same).
         let going = [cm("a", 0, false), cm("b", 1, false), cm("c", 2, true), cm("d", 2, true)];
-        assert!(matches!(teardown(&going), Teardown::Wait { wave: 2, left: 2 }));
+        assert!(matches!(teardown(&going, &[]), Teardown::Wait { wave: 2, left: 2 }));
         let one_left = [cm("a", 0, false), cm("b", 1, false), cm("d", 2, true)];
-        assert!(matches!(teardown(&one_left), Teardown::Wait { wave: 2, left: 1 }));
-        assert_eq!(names(teardown(&[cm("a", 0, false), cm("b", 1, false)])), (1, vec!["b".to_string()]));
-        assert_eq!(names(teardown(&[cm("a", 0, false)])), (0, vec!["a".to_string()]));
-        assert!(matches!(teardown(&[]), Teardown::Done));
+        assert!(matches!(teardown(&one_left, &[]), Teardown::Wait { wave: 2, left: 1 }));
+        assert_eq!(names(teardown(&[cm("a", 0, false), cm("b", 1, false)], &[])), (1, vec!["b".to_string()]));
+        assert_eq!(names(teardown(&[cm("a", 0, false)], &[])), (0, vec!["a".to_string()]));
+        assert!(matches!(teardown(&[], &[]), Teardown::Done));
+        // Deleted a moment ago and not yet seen so in the cache: going, not deleted again.
+        let sent = [ChildKey::of("v1", "ConfigMap", "", "d")];
+        let stale = [cm("a", 0, false), cm("c", 2, true), cm("d", 2, false)];
+        assert!(matches!(teardown(&stale, &sent), Teardown::Wait { wave: 2, left: 2 }));
     }
 
     #[test]

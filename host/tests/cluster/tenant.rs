@@ -214,7 +214,7 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     assert_eq!(
         teardown,
         [
-            "deleting wave 1: ResourceQuota tenant, LimitRange tenant, RoleBinding tenant-edit, NetworkPolicy default-deny"
+            "deleting wave 1: LimitRange tenant, NetworkPolicy default-deny, ResourceQuota tenant, RoleBinding tenant-edit"
                 .to_string(),
             format!("deleting wave 0: Namespace {name}"),
         ]
