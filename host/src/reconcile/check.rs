@@ -20,12 +20,13 @@ use kube::api::{ApiResource, DynamicObject};
 use serde_json::Value;
 
 use super::keys::ChildKey;
-use super::lookups::LookupError;
+use super::lookups::{self, LookupError};
 use super::observe::Observed;
 use super::plan::{Checked, Child, Doomed, Note, Plan};
 use super::restrict::{self, Weakening};
 use super::syntax::{condition_reason, dns1123_subdomain, label_value, qualified_name};
 use super::waves;
+use crate::contract::bindings::reconciler::Lookup;
 use crate::kubernetes::access::Resolved;
 use crate::kubernetes::object::Object;
 use crate::kubernetes::watches::{MANAGED_BY, MANAGED_BY_LABEL};
@@ -94,6 +95,12 @@ pub enum Rejection {
 }
 
 impl Rejection {
+    /// After `calls` calls of one reconcile, the last still named `missing` unanswered.
+    pub fn lookups_unstable(calls: usize, missing: &[Lookup]) -> Self {
+        let missing = missing.iter().map(lookups::describe).collect::<Vec<_>>().join(", ");
+        Rejection::LookupsUnstable { calls, missing }
+    }
+
     /// The `PolicyFailed` reason: a PodSet template the restricted profile refuses is
     /// the object's fault, everything else the decision's.
     pub fn reason(&self) -> &'static str {

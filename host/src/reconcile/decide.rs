@@ -8,7 +8,6 @@ use super::plan::Plan;
 use super::record::{Recorder, Subject};
 use super::shadow::Shadows;
 use super::translate::{input_for, plan_for};
-use crate::contract::bindings::reconciler::Lookup;
 use crate::registry::{Admitted, Shadow};
 use crate::sandbox::{PolicyEngine, Spent};
 
@@ -61,20 +60,15 @@ pub async fn decide(
         }
         let Ok(d) = &decision else { break decision };
         spent.push(d.spent);
-        let named = lookups::named_lookups(&d.actions);
-        let missing: Vec<Lookup> = lookups::unanswered(&named, &observed.looked_up).into_iter().cloned().collect();
+        let missing = observed.unanswered(&d.actions);
         if missing.is_empty() {
-            observed.answerer.remember(&named, &observed.looked_up);
+            observed.answerer.remember(&lookups::named_lookups(&d.actions), &observed.looked_up);
             break decision;
         }
         if spent.len() >= lookups::MAX_CALLS {
-            let missing = missing.iter().map(lookups::describe).collect::<Vec<_>>().join(", ");
-            return Err(Failed::Rejected(Rejection::LookupsUnstable { calls: spent.len(), missing }));
+            return Err(Failed::Rejected(Rejection::lookups_unstable(spent.len(), &missing)));
         }
-        for lookup in &missing {
-            let answer = observed.answerer.answer(lookup).map_err(|e| Failed::Rejected(e.into()))?;
-            observed.looked_up.push(answer);
-        }
+        observed.answer(&missing).map_err(|e| Failed::Rejected(e.into()))?;
     };
     if let Some((shadows, which)) = witnesses.shadows {
         let live = decision.as_ref().map(|d| d.actions.clone()).map_err(|e| e.reason().to_string());

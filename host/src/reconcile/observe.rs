@@ -12,10 +12,12 @@ use kube::runtime::reflector::ObjectRef;
 pub use super::caches::{Caches, Observation};
 use super::expectations::{Expectations, InFlight, Seen};
 use super::keys::{ChildKey, ParentRef};
-use super::lookups::{Answerer, LookedUp, LookupIndex};
+use super::lookups::{self, Answerer, LookedUp, LookupError, LookupIndex};
+use crate::contract::bindings::reconciler::Lookup;
 use crate::contract::declarations::{matches, related_selector};
 use crate::kubernetes::access::Resolved;
 use crate::kubernetes::object::Object;
+use crate::sandbox::Actions;
 
 /// Everything one decision is made from.
 #[derive(Clone, Debug)]
@@ -52,6 +54,21 @@ impl Observed {
     /// The namespace of the parent: "" when it is cluster-scoped.
     pub fn namespace(&self) -> String {
         self.parent.namespace().unwrap_or_default()
+    }
+
+    /// The lookups `actions` name that have no answer here: a call that names any is
+    /// not acted on, but answered ([`Observed::answer`]) and made again.
+    pub fn unanswered(&self, actions: &Actions) -> Vec<Lookup> {
+        lookups::unanswered(&lookups::named_lookups(actions), &self.looked_up).into_iter().cloned().collect()
+    }
+
+    /// Answers `missing` from the caches, for the next call.
+    pub fn answer(&mut self, missing: &[Lookup]) -> Result<(), LookupError> {
+        for lookup in missing {
+            let answer = self.answerer.answer(lookup)?;
+            self.looked_up.push(answer);
+        }
+        Ok(())
     }
 }
 

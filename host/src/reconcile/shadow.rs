@@ -210,21 +210,17 @@ pub fn judge(shadow: &Shadow, observed: &Observed, live: &Side) -> Verdict {
             Err(e) => return Verdict::Failed(format!("{}: {e}", e.reason())),
         };
         calls += 1;
-        let named = lookups::named_lookups(&decision.actions);
-        let missing: Vec<_> = lookups::unanswered(&named, &observed.looked_up).into_iter().cloned().collect();
+        let missing = observed.unanswered(&decision.actions);
         if missing.is_empty() {
             break decision;
         }
         if calls >= lookups::MAX_CALLS {
-            let missing = missing.iter().map(lookups::describe).collect::<Vec<_>>().join(", ");
-            let r = Rejection::LookupsUnstable { calls, missing };
+            let r = Rejection::lookups_unstable(calls, &missing);
             return Verdict::Failed(format!("{}: {r}", r.reason()));
         }
-        for lookup in &missing {
-            match observed.answerer.answer(lookup) {
-                Ok(answer) => observed.to_mut().looked_up.push(answer),
-                Err(e) => return Verdict::Failed(format!("{}: {e}", Rejection::from(e.clone()).reason())),
-            }
+        if let Err(e) = observed.to_mut().answer(&missing) {
+            let r = Rejection::from(e);
+            return Verdict::Failed(format!("{}: {r}", r.reason()));
         }
     };
     let observed = observed.as_ref();

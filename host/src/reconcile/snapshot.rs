@@ -15,11 +15,10 @@ use kube::runtime::watcher::Event;
 use kube::{Client, ResourceExt};
 
 use super::expectations::Expectations;
-use super::lookups::{MAX_CALLS, named_lookups, unanswered};
+use super::lookups::MAX_CALLS;
 use super::observe::{self, Caches};
 use super::record::redact;
 use super::translate::input_for;
-use crate::contract::bindings::reconciler::Lookup;
 use crate::contract::declarations::{kind_name, to_gvk};
 use crate::kubernetes::access::{AccessError, discover_all};
 use crate::kubernetes::object::Object;
@@ -129,17 +128,11 @@ pub async fn snapshot(
         let input = input_for(policy, &observed)?;
         let decision = policy.decide(&input);
         calls += 1;
-        let missing: Vec<Lookup> = match &decision {
-            Ok(d) => unanswered(&named_lookups(&d.actions), &observed.looked_up).into_iter().cloned().collect(),
-            Err(_) => Vec::new(),
-        };
+        let missing = decision.as_ref().map(|d| observed.unanswered(&d.actions)).unwrap_or_default();
         if missing.is_empty() || calls >= MAX_CALLS {
             break (input, decision);
         }
-        for lookup in &missing {
-            let answer = observed.answerer.answer(lookup).map_err(super::check::Rejection::from)?;
-            observed.looked_up.push(answer);
-        }
+        observed.answer(&missing).map_err(super::check::Rejection::from)?;
     };
     redact(&mut input);
     let title = format!(
