@@ -163,6 +163,12 @@ pub struct ReconcilePolicySpec {
     /// Enforce; an Enforce policy cannot become a Shadow.
     #[serde(default)]
     pub mode: PolicyMode,
+    /// Where the policy's children may go beyond this namespace. Honoured only in the
+    /// namespace the operator's `--reach-namespace` names (one only its administrator
+    /// writes); a ReconcilePolicy elsewhere that sets it is refused (`ReachNotAllowed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Reach")]
+    pub reach: Option<Reach>,
 }
 
 /// Whether a ReconcilePolicy acts or only watches.
@@ -209,19 +215,28 @@ pub struct ConfigMapKeyRef {
 
 /// What an administrator lets one policy write beyond its parent's namespace. Without
 /// it (the default) a policy writes children in its parent's namespace only. Given by
-/// the operator's administrator (`podset-host run --reach FILE`), never by whoever may
-/// create a ReconcilePolicy: see docs/reference/enforced.md.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+/// the operator's administrator (`podset-host run --reach FILE`, or `spec.reach` of a
+/// ReconcilePolicy in the namespace `run --reach-namespace` names), never by whoever may
+/// create a ReconcilePolicy elsewhere: see docs/reference/enforced.md.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Reach {
-    /// Cluster-scoped kinds the policy may create, own and delete (a cluster-scoped
-    /// parent only: an owner reference cannot point from a cluster-scoped object to a
-    /// namespaced one).
+    /// Cluster-scoped kinds the policy may create, own and delete. A namespaced parent's
+    /// cluster-scoped children carry the host's mark instead of an owner reference.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster_kinds: Vec<GroupKind>,
-    /// Namespaces where a cluster-scoped parent's namespaced children may be written.
+    /// Namespaces (beyond a namespaced parent's own) where namespaced children may be
+    /// written.
     #[serde(default)]
     pub namespaces: NamespaceReach,
+}
+
+impl Reach {
+    /// Whether it grants any namespace beyond the parent's.
+    pub fn grants_namespaces(&self) -> bool {
+        let n = &self.namespaces;
+        !n.names.is_empty() || n.owned || n.selector.is_some()
+    }
 }
 
 /// A kind, whatever its version: `group` is "" for the core group.
@@ -233,13 +248,18 @@ pub struct GroupKind {
     pub kind: String,
 }
 
-/// Namespaces a policy may write in.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+/// Namespaces a policy may write in: those named, those whose labels match the
+/// selector, and those the parent owns.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NamespaceReach {
     /// These namespaces, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub names: Vec<String>,
+    /// The namespaces whose labels match (an empty selector matches every namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "LabelSelector")]
+    pub selector: Option<LabelSelector>,
     /// The namespaces that are the parent's own children: a `v1 Namespace` it controls
     /// (observed, or created earlier in the same decision). A Tenant's policy gets this,
     /// so that it writes into the namespace it made and nowhere else.
@@ -249,7 +269,7 @@ pub struct NamespaceReach {
 
 /// A `--reach` file: the policy it is for (by the name its module declares; file
 /// policies only) and what that policy may reach.
-#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReachGrant {
     pub policy: String,

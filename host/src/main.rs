@@ -67,10 +67,15 @@ struct RunArgs {
     shadows: Vec<PathBuf>,
     /// A YAML file granting one file policy more than its parent's namespace:
     /// `policy: NAME` (the name its module declares) and `reach:` with `clusterKinds`
-    /// (cluster-scoped kinds it may own) and `namespaces` (`names`, `owned`). Only
-    /// for cluster-scoped parents; docs/reference/enforced.md says what each allows.
+    /// (cluster-scoped kinds it may own) and `namespaces` (`names`, `selector`,
+    /// `owned`); docs/reference/enforced.md says what each allows.
     #[arg(long = "reach", env = "REACH_FILE", value_name = "FILE", value_delimiter = ',')]
     reaches: Vec<PathBuf>,
+    /// The namespace whose ReconcilePolicies may carry `spec.reach` (the same grant as
+    /// --reach): one only the operator's administrator may write to, such as the
+    /// operator's own. A ReconcilePolicy elsewhere that sets it is refused.
+    #[arg(long, env = "REACH_NAMESPACE")]
+    reach_namespace: Option<String>,
     /// Watch only this namespace; empty watches all.
     #[arg(long, env = "WATCH_NAMESPACE", default_value = "")]
     namespace: String,
@@ -292,6 +297,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 policies: args.policies,
                 shadows: args.shadows,
                 reaches: reaches(&args.reaches)?,
+                reach_namespace: args.reach_namespace,
                 namespace: Some(args.namespace).filter(|n| !n.is_empty()),
                 leader: args.leader.settings(args.namespace_selector.as_deref()),
                 identity: args.leader.identity(),

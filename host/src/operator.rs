@@ -52,6 +52,8 @@ pub struct Settings {
     pub shadows: Vec<PathBuf>,
     /// What the administrator granted file policies beyond their parents' namespaces.
     pub reaches: Reaches,
+    /// The namespace whose ReconcilePolicies may carry `spec.reach`.
+    pub reach_namespace: Option<String>,
     /// Only this namespace, or all when `None`.
     pub namespace: Option<String>,
     /// As one shard: only the namespaces whose labels match this selector.
@@ -186,6 +188,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
             trust: settings.trust.clone(),
             registry_poll: settings.registry_poll,
             reaches: settings.reaches.clone(),
+            reach_namespace: settings.reach_namespace.clone(),
         },
     );
 

@@ -219,6 +219,13 @@ mod reconcile_world {
                         ))
                     })
                     .collect(),
+                // A ConfigMap in the namespace the parent's label `fixture.podset.dev/to`
+                // names: refused unless the administrator granted it.
+                Some("elsewhere") => {
+                    let to = input.parent.meta.labels.iter().find(|kv| kv.key == "fixture.podset.dev/to");
+                    let namespace = to.map(|kv| kv.value.as_str()).unwrap_or_default();
+                    vec![Action::Apply(configmap(&format!(r#","namespace":"{namespace}""#)))]
+                }
                 // A harmless child: what the others are refused next to.
                 _ => vec![Action::Apply(configmap(""))],
             })

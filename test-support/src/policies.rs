@@ -36,7 +36,20 @@ pub async fn publish_policy(
     module: &[u8],
     selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 ) {
-    publish_in_mode(client, ns, rp, cm, module, selector, podset_host::crd::PolicyMode::Enforce).await;
+    publish_in_mode(client, ns, rp, cm, module, selector, Serving::default()).await;
+}
+
+/// [`publish_policy`], with `spec.reach`: what the policy may write beyond `ns`.
+pub async fn publish_reaching(
+    client: &Client,
+    ns: &str,
+    rp: &str,
+    cm: &str,
+    module: &[u8],
+    selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    reach: podset_host::crd::Reach,
+) {
+    publish_in_mode(client, ns, rp, cm, module, selector, Serving { reach: Some(reach), ..Serving::default() }).await;
 }
 
 /// [`publish_policy`], in Shadow mode: the policy decides beside the live one and never acts.
@@ -48,7 +61,23 @@ pub async fn publish_shadow(
     module: &[u8],
     selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 ) {
-    publish_in_mode(client, ns, rp, cm, module, selector, podset_host::crd::PolicyMode::Shadow).await;
+    publish_in_mode(
+        client,
+        ns,
+        rp,
+        cm,
+        module,
+        selector,
+        Serving { mode: podset_host::crd::PolicyMode::Shadow, reach: None },
+    )
+    .await;
+}
+
+/// How a published ReconcilePolicy serves: its mode and reach.
+#[derive(Default)]
+struct Serving {
+    mode: podset_host::crd::PolicyMode,
+    reach: Option<podset_host::crd::Reach>,
 }
 
 async fn publish_in_mode(
@@ -58,7 +87,7 @@ async fn publish_in_mode(
     cm: &str,
     module: &[u8],
     selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
-    mode: podset_host::crd::PolicyMode,
+    Serving { mode, reach }: Serving,
 ) {
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::ConfigMap;
@@ -81,6 +110,7 @@ async fn publish_in_mode(
             image: None,
             image_pull_secrets: Vec::new(),
             registry_ca: None,
+            reach,
         },
     );
     policy.metadata.namespace = Some(ns.into());

@@ -10,6 +10,7 @@ use kube::api::{Api, ApiResource, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{self, Scope};
 
+use super::namespaces::NamespaceLabels;
 use super::scope::ClusterScoped;
 use crate::contract::bindings::{Declarations, LookupKind, RelatedKind};
 use crate::contract::declarations::{kind_name, to_gvk};
@@ -28,6 +29,8 @@ pub struct Resolved {
     pub cluster_scoped: ClusterScoped,
     /// What the administrator granted this policy beyond its parent's namespace.
     pub reach: Reach,
+    /// The namespaces' labels, when `reach` grants namespaces by selector.
+    pub namespace_labels: Option<NamespaceLabels>,
 }
 
 impl Resolved {
@@ -39,17 +42,23 @@ impl Resolved {
     pub fn is_cluster_scoped(&self, resource: &ApiResource) -> bool {
         self.cluster_scoped.contains(resource)
     }
+
+    /// Whether the grant names `namespace` or selects it by its labels (the namespaces
+    /// a parent owns are known per decision: reconcile/check.rs).
+    pub fn grants(&self, namespace: &str) -> bool {
+        let n = &self.reach.namespaces;
+        let selected = || {
+            let labels = self.namespace_labels.as_ref();
+            n.selector.as_ref().zip(labels).is_some_and(|(s, labels)| labels.selects(s, namespace))
+        };
+        n.names.iter().any(|name| name == namespace) || selected()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum AccessError {
     #[error("the API server does not serve {kind}: is its CustomResourceDefinition installed?")]
     NotServed { kind: String },
-
-    #[error(
-        "{kind} is cluster-scoped and the parent {parent} is namespaced: an owner reference cannot point from a cluster-scoped object to a namespaced one"
-    )]
-    ClusterScopedChild { kind: String, parent: String },
 
     #[error(
         "{kind} is cluster-scoped: the operator's administrator has not granted this policy to write it (reach.clusterKinds, podset-host run --reach)"
@@ -65,9 +74,14 @@ pub enum AccessError {
     ClusterScopedPolicy { kind: String },
 
     #[error(
-        "reach.namespaces applies to a cluster-scoped parent; the children of {parent}, which is namespaced, stay in its namespace"
+        "the children of {parent} may go beyond its namespace (reach.namespaces): an operator limited to namespace {namespace} (--namespace) does not watch them there"
     )]
-    NamespacedReach { parent: String },
+    NarrowReach { parent: String, namespace: String },
+
+    #[error(
+        "spec.reach is honoured only in the namespace the operator's administrator names (podset-host run --reach-namespace{allowed}): this ReconcilePolicy is in {namespace}"
+    )]
+    ReachNotAllowed { namespace: String, allowed: String },
 
     #[error("the operator may not {verb} {resource}{where_}: grant it in the operator's RBAC (manifests/rbac.yaml)")]
     Forbidden { verb: String, resource: String, where_: String },
@@ -94,10 +108,10 @@ impl AccessError {
     pub fn reason(&self) -> &'static str {
         match self {
             AccessError::NotServed { .. } => "KindNotServed",
-            AccessError::ClusterScopedChild { .. } => "ClusterScopedChild",
             AccessError::NotGranted { .. } => "NotGranted",
             AccessError::ClusterScopedParent { .. } => "ClusterScopedParent",
-            AccessError::NamespacedReach { .. } => "NamespacedReach",
+            AccessError::NarrowReach { .. } => "NarrowReach",
+            AccessError::ReachNotAllowed { .. } => "ReachNotAllowed",
             AccessError::ClusterScopedPolicy { .. } => "ClusterScopedPolicy",
             AccessError::Forbidden { .. } => "Forbidden",
             AccessError::Unreachable(_) => "ApiUnreachable",
@@ -113,41 +127,46 @@ impl AccessError {
 }
 
 /// Resolves `d`, checks its scopes against what `reach` grants, and checks the operator
-/// may act on it in `namespace` (all when `None`).
+/// may act on it in `namespace` (all when `None`). `labels` are the namespaces', for a
+/// grant by selector.
 pub async fn resolve(
     client: &Client,
     namespace: Option<&str>,
     d: &Declarations,
     reach: &Reach,
+    labels: Option<NamespaceLabels>,
 ) -> Result<Resolved, AccessError> {
     let mut resolved = discover_all(client, d).await?;
     resolved.reach = reach.clone();
+    resolved.namespace_labels = labels;
     scopes(&resolved, namespace)?;
     for (verb, resource, sub) in needs(&resolved) {
         // A cluster-scoped kind is checked cluster-wide, and so is every kind of a
-        // cluster-scoped parent: its children's namespaces are not known in advance.
-        let wide = resolved.parent_is_cluster_scoped() || resolved.is_cluster_scoped(resource);
+        // cluster-scoped parent or of one granted other namespaces: its children's
+        // namespaces are not known in advance.
+        let wide = resolved.parent_is_cluster_scoped()
+            || resolved.is_cluster_scoped(resource)
+            || resolved.reach.grants_namespaces();
         allowed(client, if wide { None } else { namespace }, verb, resource, sub).await?;
     }
     Ok(resolved)
 }
 
-/// Where cluster-scoped kinds may appear: a cluster-scoped parent needs an operator
-/// that watches every namespace; a cluster-scoped child needs a cluster-scoped parent
-/// (its owner) and the administrator's grant; namespaces beyond the parent's are for
-/// cluster-scoped parents. Related kinds are only read, so any scope is fine.
+/// Where cluster-scoped kinds and other namespaces may appear: a cluster-scoped parent,
+/// or children beyond a namespaced parent's namespace, need an operator that watches
+/// every namespace; a cluster-scoped child needs the administrator's grant. Related and
+/// looked-up kinds are only read, so any scope is fine.
 pub fn scopes(r: &Resolved, namespace: Option<&str>) -> Result<(), AccessError> {
     let parent = r.parent_is_cluster_scoped();
-    if parent && let Some(ns) = namespace {
-        return Err(AccessError::ClusterScopedParent { kind: r.parent.kind.clone(), namespace: ns.into() });
-    }
-    if !parent && r.reach.namespaces != Default::default() {
-        return Err(AccessError::NamespacedReach { parent: r.parent.kind.clone() });
+    if let Some(ns) = namespace {
+        if parent {
+            return Err(AccessError::ClusterScopedParent { kind: r.parent.kind.clone(), namespace: ns.into() });
+        }
+        if r.reach.grants_namespaces() {
+            return Err(AccessError::NarrowReach { parent: r.parent.kind.clone(), namespace: ns.into() });
+        }
     }
     for child in r.children.iter().filter(|c| r.is_cluster_scoped(c)) {
-        if !parent {
-            return Err(AccessError::ClusterScopedChild { kind: child.kind.clone(), parent: r.parent.kind.clone() });
-        }
         let kind = GroupKind { group: child.group.clone(), kind: child.kind.clone() };
         if !r.reach.cluster_kinds.contains(&kind) {
             return Err(AccessError::NotGranted { kind: child.kind.clone() });
@@ -187,6 +206,7 @@ pub async fn discover_all(client: &Client, d: &Declarations) -> Result<Resolved,
         finalizer: d.finalizer.clone(),
         cluster_scoped,
         reach: Reach::default(),
+        namespace_labels: None,
     })
 }
 
@@ -291,6 +311,7 @@ mod tests {
             finalizer: None,
             cluster_scoped,
             reach,
+            namespace_labels: None,
         }
     }
 
@@ -299,7 +320,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cluster_scoped_child_needs_a_cluster_scoped_parent_and_a_grant() {
+    fn a_cluster_scoped_child_needs_a_grant_whatever_its_parent() {
         assert!(scopes(&resolved(tenants(), true, namespace_kind()), None).is_ok());
         let e = scopes(&resolved(tenants(), true, Reach::default()), None).expect_err("not granted");
         assert!(matches!(&e, AccessError::NotGranted { kind } if kind == "Namespace"), "{e}");
@@ -309,21 +330,51 @@ mod tests {
             ..Reach::default()
         };
         assert!(scopes(&resolved(tenants(), true, other), None).is_err(), "a grant of another kind");
-        let e = scopes(&resolved(tenants(), false, namespace_kind()), None).expect_err("namespaced parent");
-        assert!(matches!(e, AccessError::ClusterScopedChild { .. }), "{e}");
+        // A namespaced parent's cluster-scoped child carries the host's mark.
+        assert!(scopes(&resolved(tenants(), false, namespace_kind()), None).is_ok(), "granted");
+        let e = scopes(&resolved(tenants(), false, Reach::default()), None).expect_err("not granted");
+        assert!(matches!(e, AccessError::NotGranted { .. }), "{e}");
     }
 
     #[test]
-    fn a_cluster_scoped_parent_needs_every_namespace_and_namespaces_need_a_cluster_scoped_parent() {
+    fn reaching_beyond_the_parents_namespace_needs_an_operator_of_every_namespace() {
         let e = scopes(&resolved(tenants(), true, namespace_kind()), Some("team-a")).expect_err("--namespace");
         assert!(matches!(e, AccessError::ClusterScopedParent { .. }), "{e}");
-        let names =
-            Reach { namespaces: NamespaceReach { names: vec!["shared".into()], owned: false }, ..Reach::default() };
+        let names = Reach {
+            namespaces: NamespaceReach { names: vec!["shared".into()], ..NamespaceReach::default() },
+            ..Reach::default()
+        };
         let mut r = resolved(tenants(), false, names);
         r.children.remove(0);
-        let e = scopes(&r, None).expect_err("namespaces for a namespaced parent");
-        assert!(matches!(e, AccessError::NamespacedReach { .. }), "{e}");
+        assert!(scopes(&r, None).is_ok(), "a namespaced parent granted another namespace");
+        let e = scopes(&r, Some("team-a")).expect_err("an operator of one namespace");
+        assert!(matches!(e, AccessError::NarrowReach { .. }), "{e}");
+        assert!(r.grants("shared") && !r.grants("team-b"));
         r.reach = Reach::default();
-        assert!(scopes(&r, None).is_ok(), "a namespaced parent with namespaced children, as before");
+        assert!(scopes(&r, Some("team-a")).is_ok(), "a namespaced parent with namespaced children, as before");
+    }
+
+    #[test]
+    fn a_selector_grants_the_namespaces_whose_labels_match() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+        let labelled = |name: &str, tier: &str| Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some([("tier".to_string(), tier.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let selector =
+            LabelSelector { match_labels: Some([("tier".into(), "apps".into())].into()), ..Default::default() };
+        let reach = Reach {
+            namespaces: NamespaceReach { selector: Some(selector), ..NamespaceReach::default() },
+            ..Reach::default()
+        };
+        let mut r = resolved(tenants(), false, reach);
+        assert!(!r.grants("team-a"), "no labels known: nothing is granted");
+        r.namespace_labels = Some(NamespaceLabels::of([labelled("team-a", "apps"), labelled("kube-system", "system")]));
+        assert!(r.grants("team-a"));
+        assert!(!r.grants("kube-system"));
     }
 }

@@ -12,6 +12,8 @@ pub mod events;
 pub mod faults;
 pub mod fence;
 pub mod leader;
+pub mod mark;
+pub mod namespaces;
 pub mod object;
 pub mod request;
 pub mod scope;

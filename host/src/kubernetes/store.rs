@@ -1,5 +1,5 @@
 //! The cache of one watched kind of children or related objects, indexed by
-//! controller owner UID: a reconcile reads a parent's children in time proportional to
+//! controller UID (an owner reference's, or the host's mark): a reconcile reads a parent's children in time proportional to
 //! their number, not to every object of the kind (kube-runtime's `Store` has no
 //! secondary index).
 //!
@@ -13,6 +13,7 @@ use kube::ResourceExt;
 use kube::runtime::watcher::Event;
 use parking_lot::RwLock;
 
+use super::mark::marked_uid;
 use super::object::Object;
 
 /// `(namespace, name)`.
@@ -104,7 +105,7 @@ impl ObjectStore {
         }
     }
 
-    /// The objects whose controller owner reference carries `uid`.
+    /// The objects whose controller (owner reference or the host's mark) is `uid`.
     pub fn controlled_by(&self, uid: &str) -> Vec<Arc<Object>> {
         let inner = self.inner.read();
         let Some(keys) = inner.by_controller.get(uid) else { return Vec::new() };
@@ -139,9 +140,11 @@ pub fn key_of(obj: &Object) -> Key {
     (obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
-/// The UID in `obj`'s controller owner reference, if it has one.
+/// The UID of `obj`'s controller: its controller owner reference's, or else the
+/// parent's the host marked it with ([`super::mark`]).
 pub fn controller_uid(obj: &Object) -> Option<&str> {
-    obj.metadata.owner_references.as_ref()?.iter().find(|r| r.controller == Some(true)).map(|r| r.uid.as_str())
+    let owner = obj.metadata.owner_references.iter().flatten().find(|r| r.controller == Some(true));
+    owner.map(|r| r.uid.as_str()).or_else(|| marked_uid(&obj.metadata))
 }
 
 fn same_version(a: &Object, b: &Object) -> bool {
@@ -151,6 +154,7 @@ fn same_version(a: &Object, b: &Object) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kubernetes::mark::Mark;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::api::{ApiResource, DynamicObject};
 
@@ -183,6 +187,32 @@ mod tests {
         assert_eq!(names(s.controlled_by("p2")), ["b", "c"]);
         s.apply(Event::Delete(pod("c", Some("p2"), "3")));
         assert_eq!(names(s.controlled_by("p2")), ["b"]);
+    }
+
+    #[test]
+    fn a_child_in_another_namespace_is_found_by_the_hosts_mark_and_a_look_alike_is_not() {
+        let s = ObjectStore::default();
+        let mark = Mark {
+            api_version: "podset.dev/v1alpha1".into(),
+            kind: "PodSet".into(),
+            namespace: "team-a".into(),
+            name: "web".into(),
+            uid: "p1".into(),
+        };
+        let mut marked = pod("elsewhere", None, "1");
+        mark.write(&mut marked.metadata);
+        s.apply(Event::Apply(marked.clone()));
+        let mut look_alike = pod("look-alike", None, "1");
+        look_alike.metadata.labels = Some([(crate::kubernetes::mark::PARENT_UID_LABEL.into(), "p1".into())].into());
+        s.apply(Event::Apply(look_alike));
+        assert_eq!(names(s.controlled_by("p1")), ["elsewhere"]);
+        // An owner reference wins over a mark: the garbage collector follows it.
+        let mut both = marked;
+        both.metadata.owner_references =
+            Some(vec![OwnerReference { controller: Some(true), uid: "p2".into(), ..OwnerReference::default() }]);
+        s.apply(Event::Apply(both));
+        assert!(s.controlled_by("p1").is_empty());
+        assert_eq!(names(s.controlled_by("p2")), ["elsewhere"]);
     }
 
     #[test]

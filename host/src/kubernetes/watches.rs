@@ -3,7 +3,7 @@
 //!
 //! A watch is held by [`WatchGuard`]s: the first guard starts it, the last one dropped
 //! stops it. Each watch tells the parent controllers that route through it which
-//! parents an event concerns: the controller owner of a child, the parents whose
+//! parents an event concerns: the controller of a child (owner reference or the host's mark), the parents whose
 //! related-object selectors match, or the parents that looked the object up.
 
 use std::collections::HashMap;
@@ -19,16 +19,12 @@ use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
 use super::cache::{CacheHealth, relisting, track};
+use super::mark::{MANAGED_BY, MANAGED_BY_LABEL, Mark};
 use super::object::Object;
 use super::scope::api_for;
 use super::store::ObjectStore;
 use crate::contract::bindings::RelatedKind;
 use crate::contract::declarations::{matches, related_selector};
-
-/// The label the host puts on every child it creates, so that child watches list
-/// only the host's children, not every object of the kind in the cluster.
-pub const MANAGED_BY_LABEL: &str = "podset.dev/managed-by";
-pub const MANAGED_BY: &str = "podset-host";
 
 /// Which objects of a kind a watch holds.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -108,16 +104,7 @@ impl Watched {
         for route in self.routes.read().iter() {
             match &route.via {
                 Via::Controller { on_child } => {
-                    let owner = obj.owner_references().iter().find(|r| {
-                        r.controller == Some(true)
-                            && r.kind == route.parent.kind
-                            && r.api_version == route.parent.api_version
-                    });
-                    if let Some(owner) = owner {
-                        let mut parent = ObjectRef::new_with(&owner.name, route.parent.clone());
-                        if route.parent_namespaced {
-                            parent = parent.within(&ns);
-                        }
+                    if let Some(parent) = controller_of(obj, route) {
                         on_child(&parent, obj, &self.resource, gone);
                         // A terminating child is no longer counted: the parent's status
                         // changes now, with nothing to gather (a scale-down's deletes
@@ -148,6 +135,21 @@ impl Watched {
             }
         }
     }
+}
+
+/// The parent of `route`'s kind that controls `obj`: by its controller owner reference
+/// (a namespaced parent is in the child's namespace), or else by the host's mark, which
+/// names the parent's namespace.
+fn controller_of(obj: &Object, route: &Route) -> Option<ObjectRef<Object>> {
+    let of_route = |api_version: &str, kind: &str| kind == route.parent.kind && api_version == route.parent.api_version;
+    let within = |parent: ObjectRef<Object>, ns: &str| if route.parent_namespaced { parent.within(ns) } else { parent };
+    if let Some(owner) = obj.owner_references().iter().find(|r| r.controller == Some(true)) {
+        let parent = ObjectRef::new_with(&owner.name, route.parent.clone());
+        return of_route(&owner.api_version, &owner.kind)
+            .then(|| within(parent, obj.namespace().as_deref().unwrap_or_default()));
+    }
+    let mark = Mark::of(&obj.metadata).filter(|m| of_route(&m.api_version, &m.kind))?;
+    Some(within(ObjectRef::new_with(&mark.name, route.parent.clone()), &mark.namespace))
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -331,5 +333,37 @@ mod tests {
             let to = gathered.try_recv().expect("routed");
             assert_eq!(to, ObjectRef::new_with("acme", parent.clone()), "from {ns}: the parent has no namespace");
         }
+    }
+
+    #[test]
+    fn a_marked_child_reaches_its_parent_in_the_namespace_the_mark_names() {
+        let parent = ApiResource::erase::<crate::crd::PodSet>(&());
+        let configmaps = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let watched = Watched::new(&configmaps, Scope::Children);
+        let (notify, mut gathered) = unbounded();
+        let (at_once, _now) = unbounded();
+        let on_child: ChildSeen = Box::new(|_, _, _, _| {});
+        watched.add_route(Arc::new(Route {
+            parent: parent.clone(),
+            parent_namespaced: true,
+            notify,
+            at_once,
+            via: Via::Controller { on_child },
+        }));
+        let mark = Mark {
+            api_version: parent.api_version.clone(),
+            kind: parent.kind.clone(),
+            namespace: "team-a".into(),
+            name: "web".into(),
+            uid: "uid-web".into(),
+        };
+        let mut cm = DynamicObject::new("web-config", &configmaps).within("shared");
+        mark.write(&mut cm.metadata);
+        watched.notify(&cm.clone().into(), false);
+        assert_eq!(gathered.try_recv().ok(), Some(ObjectRef::new_with("web", parent.clone()).within("team-a")));
+        let other_kind = Mark { kind: "Memcached".into(), ..mark };
+        other_kind.write(&mut cm.metadata);
+        watched.notify(&cm.into(), false);
+        assert!(gathered.try_recv().is_err(), "another kind's child");
     }
 }

@@ -3,12 +3,13 @@
 //! policy cannot half-succeed at something it should not do.
 //!
 //! What is refused whatever a policy believes: kinds it did not declare, namespaces
-//! other than its parent's (a cluster-scoped parent's: those the administrator
-//! granted, [`crate::crd::Reach`]), children the parent does not control, owner
-//! references and the host's label set by the policy, names and labels Kubernetes would
-//! refuse, and pods or pod templates that weaken the restricted security context. What
-//! the host adds: the namespace (a namespaced parent's), the controller owner
-//! reference, the managed-by label and the restricted defaults.
+//! other than its parent's beyond those the administrator granted
+//! ([`crate::crd::Reach`]), children the parent does not control, owner references and
+//! the host's labels set by the policy, names and labels Kubernetes would refuse, and
+//! pods or pod templates that weaken the restricted security context. What the host
+//! adds: the namespace (a namespaced parent's), the controller owner reference (or,
+//! where one cannot point, the host's mark: [`crate::kubernetes::mark`]), the
+//! managed-by label and the restricted defaults.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -28,8 +29,9 @@ use super::syntax::{condition_reason, dns1123_subdomain, label_value, qualified_
 use super::waves;
 use crate::contract::bindings::reconciler::Lookup;
 use crate::kubernetes::access::Resolved;
+use crate::kubernetes::mark::{self, MANAGED_BY, MANAGED_BY_LABEL, Mark};
+use crate::kubernetes::namespaces;
 use crate::kubernetes::object::Object;
-use crate::kubernetes::watches::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// Shortest and longest requeue honoured.
 const MIN_REQUEUE: Duration = Duration::from_millis(100);
@@ -53,9 +55,9 @@ pub enum Rejection {
     #[error("{key}: the parent is cluster-scoped, so a namespaced child names its metadata.namespace")]
     NamespaceRequired { key: Box<ChildKey> },
     #[error(
-        "{key}: the policy may not write in namespace {namespace:?} (reach.namespaces: granted {granted}; owned namespaces {owned})"
+        "{key}: the policy may not write in namespace {namespace:?} (reach.namespaces: granted {granted}; selected {selected}; owned namespaces {owned})"
     )]
-    NotReachable { key: Box<ChildKey>, namespace: String, granted: String, owned: String },
+    NotReachable { key: Box<ChildKey>, namespace: String, granted: String, selected: String, owned: String },
     #[error("{key} names children in {count} namespaces; contract 0.3 keys carry no namespace, so it cannot say which")]
     Ambiguous { key: Box<ChildKey>, count: usize },
     #[error("{key} is not a child this parent controls")]
@@ -200,8 +202,11 @@ struct Parent {
     /// "" for a cluster-scoped parent.
     namespace: String,
     owner: OwnerReference,
-    /// A cluster-scoped parent's own namespaces: the `v1 Namespace` children it has or
-    /// this decision creates or applies (they are created first, see execute.rs).
+    /// For a child an owner reference cannot point from.
+    mark: Mark,
+    /// The parent's own namespaces, when the grant includes them: the `v1 Namespace`
+    /// children it has or this decision creates or applies (they are created first,
+    /// see execute.rs).
     owned_namespaces: BTreeSet<String>,
 }
 
@@ -223,8 +228,15 @@ impl Parent {
             // Foreground deletion of the parent waits for its children.
             block_owner_deletion: Some(true),
         };
+        let mark = Mark {
+            api_version: r.api_version.clone(),
+            kind: r.kind.clone(),
+            namespace: p.namespace().unwrap_or_default(),
+            name: p.name_any(),
+            uid: p.uid().unwrap_or_default(),
+        };
         let mut owned_namespaces = BTreeSet::new();
-        if resolved.parent_is_cluster_scoped() {
+        if resolved.reach.namespaces.owned {
             let seen = observed.children.iter().filter(|c| is_namespace(&c.resource.api_version, &c.resource.kind));
             owned_namespaces.extend(seen.map(|c| c.object.name_any()));
             let str_of = |o: &Value, field: &str| o.get(field).and_then(Value::as_str).map(String::from);
@@ -234,20 +246,29 @@ impl Parent {
                 }
             }
         }
-        Parent { namespace: p.namespace().unwrap_or_default(), owner, owned_namespaces }
+        Parent { namespace: p.namespace().unwrap_or_default(), owner, mark, owned_namespaces }
+    }
+
+    /// Whether an owner reference can tie a child in `namespace` ("" when
+    /// cluster-scoped) to this parent: a cluster-scoped parent owns anything; a
+    /// namespaced one only what is in its namespace.
+    fn can_own(&self, namespace: &str) -> bool {
+        self.namespace.is_empty() || self.namespace == namespace
     }
 }
 
 /// The key a policy named (contract 0.3 keys carry no namespace) as the child it
 /// means: a cluster-scoped kind's has none, a namespaced parent's children are in its
-/// namespace, and a cluster-scoped parent's namespaced child is the one of its children
-/// with that kind and name (refused when several namespaces hold one).
+/// namespace, and the namespaced child of a parent whose children may be elsewhere is
+/// the one of its children with that kind and name (refused when several namespaces
+/// hold one).
 pub fn locate(key: ChildKey, observed: &Observed, resolved: &Resolved) -> Result<ChildKey, Rejection> {
     let declared = child_resource(resolved, &key);
     if declared.is_some_and(|r| resolved.is_cluster_scoped(r)) {
         return Ok(ChildKey { namespace: String::new(), ..key });
     }
-    if !resolved.parent_is_cluster_scoped() {
+    let cluster_parent = resolved.parent_is_cluster_scoped();
+    if !cluster_parent && !resolved.reach.grants_namespaces() {
         return Ok(ChildKey { namespace: observed.namespace(), ..key });
     }
     let mut namespaces: Vec<String> = observed
@@ -259,6 +280,7 @@ pub fn locate(key: ChildKey, observed: &Observed, resolved: &Resolved) -> Result
         .map(|c| c.object.namespace().unwrap_or_default())
         .collect();
     match namespaces.len() {
+        0 if !cluster_parent => Ok(ChildKey { namespace: observed.namespace(), ..key }),
         0 => Err(Rejection::NotOwned { key: Box::new(key) }),
         1 => Ok(ChildKey { namespace: namespaces.remove(0), ..key }),
         count => Err(Rejection::Ambiguous { key: Box::new(key), count }),
@@ -312,6 +334,10 @@ fn child(object: Value, mode: Mode, parent: &Parent, resolved: &Resolved) -> Res
     if labels.get(MANAGED_BY_LABEL).is_some_and(|v| v != MANAGED_BY) {
         return Err(Rejection::Reserved { what: format!("{key}: label {MANAGED_BY_LABEL}") });
     }
+    let marks = labels.keys().chain(meta.annotations.iter().flatten().map(|(k, _)| k));
+    if let Some(k) = marks.into_iter().find(|k| mark::is_reserved(k)) {
+        return Err(Rejection::Reserved { what: format!("{key}: {k}") });
+    }
     for (k, v) in labels.iter() {
         syntax("label key", k, qualified_name(k))?;
         syntax(&format!("label {k}"), v, label_value(v))?;
@@ -329,7 +355,11 @@ fn child(object: Value, mode: Mode, parent: &Parent, resolved: &Resolved) -> Res
         });
     }
     labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
-    meta.owner_references = Some(vec![parent.owner.clone()]);
+    if parent.can_own(&key.namespace) {
+        meta.owner_references = Some(vec![parent.owner.clone()]);
+    } else {
+        parent.mark.write(meta);
+    }
     restrict::object(&kind, &mut obj.data)
         .map_err(|weakening| Rejection::Weakened { child: key.to_string(), weakening })?;
     Ok(Child { resource: Arc::new(resource.clone()), object: obj })
@@ -415,9 +445,9 @@ fn pointer(path: &[&str]) -> String {
     path.iter().map(|k| format!("/{k}")).collect()
 }
 
-/// Where a child goes: a cluster-scoped kind nowhere; a namespaced parent's child in
-/// the parent's namespace (the default); a cluster-scoped parent's namespaced child in
-/// the namespace it names, if the administrator's reach grants it.
+/// Where a child goes: a cluster-scoped kind nowhere; a namespaced parent's child in the
+/// parent's namespace (the default); elsewhere, in the namespace it names, if the
+/// administrator's reach grants it (a cluster-scoped parent's must name one).
 fn placed(
     key: &ChildKey,
     asked: Option<String>,
@@ -431,20 +461,22 @@ fn placed(
             None => Ok(None),
         };
     }
-    if !parent.namespace.is_empty() {
-        return match asked {
-            Some(ns) if ns != parent.namespace => Err(Rejection::OtherNamespace {
-                key: Box::new(key.clone()),
-                namespace: ns,
-                parent: parent.namespace.clone(),
-            }),
-            _ => Ok(Some(parent.namespace.clone())),
-        };
-    }
-    let ns = asked.ok_or_else(|| Rejection::NamespaceRequired { key: Box::new(key.clone()) })?;
+    let ns = match asked {
+        None if !parent.namespace.is_empty() => return Ok(Some(parent.namespace.clone())),
+        None => return Err(Rejection::NamespaceRequired { key: Box::new(key.clone()) }),
+        Some(ns) if ns == parent.namespace => return Ok(Some(ns)),
+        Some(ns) => ns,
+    };
     let reach = &resolved.reach.namespaces;
-    if reach.names.contains(&ns) || (reach.owned && parent.owned_namespaces.contains(&ns)) {
+    if resolved.grants(&ns) || (reach.owned && parent.owned_namespaces.contains(&ns)) {
         return Ok(Some(ns));
+    }
+    if !parent.namespace.is_empty() && !resolved.reach.grants_namespaces() {
+        return Err(Rejection::OtherNamespace {
+            key: Box::new(key.clone()),
+            namespace: ns,
+            parent: parent.namespace.clone(),
+        });
     }
     let list = |names: &mut dyn Iterator<Item = &String>| {
         let all: Vec<&str> = names.map(String::as_str).collect();
@@ -454,6 +486,7 @@ fn placed(
         key: Box::new(key.clone()),
         namespace: ns,
         granted: list(&mut reach.names.iter()),
+        selected: reach.selector.as_ref().map_or_else(|| "none".into(), namespaces::describe),
         owned: if reach.owned { list(&mut parent.owned_namespaces.iter()) } else { "not granted".into() },
     })
 }
@@ -689,8 +722,13 @@ mod tests {
                 cluster_scoped,
                 reach: Reach {
                     cluster_kinds: vec![GroupKind { group: String::new(), kind: "Namespace".into() }],
-                    namespaces: NamespaceReach { names: names.iter().map(|n| n.to_string()).collect(), owned },
+                    namespaces: NamespaceReach {
+                        names: names.iter().map(|n| n.to_string()).collect(),
+                        owned,
+                        ..NamespaceReach::default()
+                    },
                 },
+                namespace_labels: None,
             }
         }
 
@@ -747,7 +785,7 @@ mod tests {
             let refused = |plan: Plan, r: &Resolved| check(plan, &has_acme, r).expect_err("refused");
             let e = refused(plan_creating(quota(Some("kube-system"))), &r);
             assert!(matches!(&e, Rejection::NotReachable { namespace, .. } if namespace == "kube-system"), "{e}");
-            assert!(e.to_string().contains("granted shared; owned namespaces acme"), "{e}");
+            assert!(e.to_string().contains("granted shared; selected none; owned namespaces acme"), "{e}");
             let e = refused(plan_creating(quota(Some("acme"))), &resolved(false, &[]));
             assert!(e.to_string().contains("owned namespaces not granted"), "{e}");
             let e = refused(plan_creating(quota(None)), &r);
@@ -773,6 +811,91 @@ mod tests {
             let none = tenant(&[]);
             let e = check(Plan { deletes: vec![cm], ..Plan::default() }, &none, &r).expect_err("refused");
             assert!(matches!(e, Rejection::NotOwned { .. }), "{e}");
+        }
+    }
+
+    /// A namespaced PodSet granted the namespace `shared` and the kind `v1 Namespace`.
+    mod beyond_its_namespace {
+        use k8s_openapi::api::core::v1::Namespace;
+
+        use super::*;
+        use crate::crd::{GroupKind, NamespaceReach, Reach};
+        use crate::kubernetes::mark::{PARENT_ANNOTATION, PARENT_UID_LABEL};
+        use crate::reconcile::observe::Observation;
+
+        fn granted() -> Resolved {
+            let namespaces = ApiResource::erase::<Namespace>(&());
+            let mut r = resolved(None);
+            r.children.push(namespaces.clone());
+            r.cluster_scoped.insert(&namespaces);
+            r.reach = Reach {
+                cluster_kinds: vec![GroupKind { group: String::new(), kind: "Namespace".into() }],
+                namespaces: NamespaceReach { names: vec!["shared".into()], ..NamespaceReach::default() },
+            };
+            r
+        }
+
+        fn marked(child: &Child) -> (Option<&str>, Option<&str>) {
+            let meta = &child.object.metadata;
+            (
+                meta.labels.as_ref().and_then(|l| l.get(PARENT_UID_LABEL)).map(String::as_str),
+                meta.annotations.as_ref().and_then(|a| a.get(PARENT_ANNOTATION)).map(String::as_str),
+            )
+        }
+
+        #[test]
+        fn a_child_in_a_granted_namespace_carries_the_hosts_mark_not_an_owner_reference() {
+            let o = observed(podset(1), Vec::new());
+            let elsewhere = configmap("web-cm", json!({ "namespace": "shared" }));
+            let checked = check(plan_creating(elsewhere), &o, &granted()).expect("granted");
+            let child = &checked.creates[0];
+            assert_eq!(child.key(), ChildKey::of("v1", "ConfigMap", "shared", "web-cm"));
+            assert_eq!(child.object.metadata.owner_references, None, "the GC would delete it at once");
+            let parent = format!("{} PodSet ns/web", podset_test_support::objects::podsets().api_version);
+            assert_eq!(marked(child), (Some("uid-web"), Some(parent.as_str())));
+
+            // In its own namespace: an owner reference, as always.
+            let home = check(plan_creating(configmap("web-cm", json!({}))), &o, &granted()).expect("home");
+            assert!(home.creates[0].object.metadata.owner_references.is_some());
+            assert_eq!(marked(&home.creates[0]), (None, None));
+
+            // A cluster-scoped child of a namespaced parent: marked too.
+            let ns = json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "web-space" } });
+            let checked = check(plan_creating(ns), &o, &granted()).expect("granted kind");
+            assert_eq!(checked.creates[0].object.metadata.owner_references, None);
+            assert_eq!(marked(&checked.creates[0]).0, Some("uid-web"));
+        }
+
+        #[test]
+        fn elsewhere_is_refused_and_the_mark_is_the_hosts_to_write() {
+            let o = observed(podset(1), Vec::new());
+            let e = check(plan_creating(configmap("web-cm", json!({ "namespace": "kube-system" }))), &o, &granted())
+                .expect_err("not granted");
+            assert!(matches!(&e, Rejection::NotReachable { namespace, .. } if namespace == "kube-system"), "{e}");
+            assert!(e.to_string().contains("granted shared; selected none; owned namespaces not granted"), "{e}");
+            let forged = configmap("web-cm", json!({ "labels": { PARENT_UID_LABEL: "someone-else" } }));
+            assert!(matches!(check(plan_creating(forged), &o, &granted()), Err(Rejection::Reserved { .. })));
+            let forged = configmap("web-cm", json!({ "annotations": { PARENT_ANNOTATION: "v1 Secret x/y" } }));
+            assert!(matches!(check(plan_creating(forged), &o, &granted()), Err(Rejection::Reserved { .. })));
+        }
+
+        #[test]
+        fn a_key_without_a_namespace_finds_the_child_elsewhere() {
+            let mut cm = configmap("web-cm", json!({ "namespace": "shared" }));
+            cm["metadata"]["uid"] = json!("uid-cm");
+            let child: DynamicObject = serde_json::from_value(cm).expect("a ConfigMap");
+            let mut o = observed(podset(1), Vec::new());
+            o.children.push(Observation {
+                resource: Arc::new(podset_test_support::objects::configmaps()),
+                object: Arc::new(child.into()),
+            });
+            let key = ChildKey::of("v1", "ConfigMap", "", "web-cm");
+            let checked = check(Plan { deletes: vec![key], ..Plan::default() }, &o, &granted()).expect("found");
+            assert_eq!(checked.deletes[0].key, ChildKey::of("v1", "ConfigMap", "shared", "web-cm"));
+            assert_eq!(checked.deletes[0].uid, "uid-cm");
+            let absent = ChildKey::of("v1", "ConfigMap", "", "gone");
+            let e = check(Plan { deletes: vec![absent], ..Plan::default() }, &o, &granted()).expect_err("absent");
+            assert!(matches!(&e, Rejection::NotOwned { key } if key.namespace == "ns"), "{e}");
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::crd::ReconcilePolicy;
 use crate::kubernetes::cache::CacheHealth;
 use crate::kubernetes::events::Events;
 use crate::kubernetes::leader::Leadership;
+use crate::kubernetes::namespaces::SharedNamespaceLabels;
 use crate::kubernetes::shard::Shard;
 use crate::kubernetes::watches::Watches;
 use crate::metrics::Metrics;
@@ -74,6 +75,8 @@ pub struct Context {
     pub recorder: Option<Recorder>,
     /// Shadow policies' queue and tallies.
     pub shadows: Shadows,
+    /// The namespaces' labels, watched once a policy is granted namespaces by selector.
+    pub namespace_labels: SharedNamespaceLabels,
 }
 
 impl Context {
@@ -108,6 +111,7 @@ impl Context {
             shard: settings.shard,
             recorder: settings.recorder,
             shadows,
+            namespace_labels: SharedNamespaceLabels::default(),
         }))
     }
 }

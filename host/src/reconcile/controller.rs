@@ -81,7 +81,7 @@ impl Kinds {
         let desired = desired(ctx);
         let mut controllers = self.controllers.lock().await;
         // A kind no policy serves any more keeps its controller while a parent of it
-        // waits for the host's teardown (its children in waves): deletion must not need
+        // waits for the host's teardown (its children in waves, or marked): deletion must not need
         // the policy.
         let tearing_down = |r: &Running| {
             r.state.parents.state().iter().any(|p| p.finalizers().iter().any(|f| f == waves::TEARDOWN_FINALIZER))
@@ -280,6 +280,7 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
             finalizer: None,
             cluster_scoped: shape.cluster_scoped.clone(),
             reach: Default::default(),
+            namespace_labels: None,
         },
     });
     let stop = ctx.shutdown.child_token();

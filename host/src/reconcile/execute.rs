@@ -46,7 +46,7 @@ pub async fn execute(
     let parent_api: Api<Object> = api_for(&ctx.client, &observed.parent_resource, parent.namespace().as_deref());
     let manager = admitted.field_manager();
     let act = Act { ctx, observed, manager: &manager };
-    let patch = metadata(parent, admitted, waves::ordered(&checked, observed));
+    let patch = metadata(parent, admitted, waves::needs_teardown(&checked, observed));
     // A finalizer must be in place before any child exists; the legacy annotation's
     // removal can be written alongside the children.
     let patched = if patch.as_ref().is_some_and(|p| p.adds_finalizer) {
@@ -104,15 +104,15 @@ struct MetadataPatch {
 }
 
 /// One metadata patch at most: the policy's finalizer and, for a parent whose children
-/// come in waves (`ordered`), the host's teardown finalizer (on a parent not being
+/// the host tears down (`teardown`: in waves, or marked), the host's teardown finalizer (on a parent not being
 /// deleted) when missing, and the legacy digest annotation's removal when present.
-fn metadata(parent: &Object, admitted: &Admitted, ordered: bool) -> Option<MetadataPatch> {
+fn metadata(parent: &Object, admitted: &Admitted, teardown: bool) -> Option<MetadataPatch> {
     let mut patch = serde_json::Map::new();
     if parent.annotations().contains_key(LEGACY_DIGEST_ANNOTATION) {
         patch.insert("annotations".into(), json!({ LEGACY_DIGEST_ANNOTATION: null }));
     }
     let mut adds_finalizer = false;
-    let teardown = ordered.then(|| waves::TEARDOWN_FINALIZER.to_string());
+    let teardown = teardown.then(|| waves::TEARDOWN_FINALIZER.to_string());
     let missing: Vec<String> = admitted
         .resolved
         .finalizer
@@ -139,7 +139,8 @@ async fn patch_metadata(api: &Api<Object>, parent: &Object, patch: Option<Metada
     Ok(Some(api.patch(&parent.name_any(), &PatchParams::default(), &merge).await?))
 }
 
-/// One step of the host's teardown of a deleted parent whose children come in waves:
+/// One step of the host's teardown of a deleted parent whose children come in waves or
+/// carry its mark:
 /// delete the highest wave still there (with UID preconditions), or wait for it to
 /// go, or, with nothing left, remove [`waves::TEARDOWN_FINALIZER`]. Needs no policy.
 /// Every step is decided from the cache alone, so a restart resumes in order.

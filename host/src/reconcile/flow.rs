@@ -87,7 +87,7 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
         return Ok(Action::await_change());
     }
     let selection = ctx.registry.select(&parent, &kind.gvk);
-    // Children in waves, the parent deleted: the host deletes them, highest wave first,
+    // Children in waves or marked, the parent deleted: the host deletes them, highest wave first,
     // without the policy, which has its say first only if it is there and declared a
     // finalizer still on the parent. The kinds are the controller's own, so this works
     // with the policy trapping, refused or withdrawn.
@@ -224,9 +224,17 @@ pub async fn act(ctx: &Context, admitted: &Admitted, mut observed: Observed) -> 
     );
     match execute::execute(ctx, observed, admitted, checked, requeue).await {
         // The API server refused a child: say so on the parent (conflicts and throttling
-        // are passing, and retried without alarm).
-        Err(Error::Child { action, key, source: kube::Error::Api(s) }) if !matches!(s.code, 409 | 429) => {
-            let message = format!("{} {key}: {}", action.verb(), s.message);
+        // are passing, and retried without alarm). A name already taken is not: the
+        // host creates a child it has not seen rather than take over someone's object.
+        Err(Error::Child { action, key, source: kube::Error::Api(s) })
+            if !matches!(s.code, 409 | 429) || s.reason == "AlreadyExists" =>
+        {
+            let taken = if s.reason == "AlreadyExists" {
+                " and is not this parent's: the host takes over no object it did not make"
+            } else {
+                ""
+            };
+            let message = format!("{} {key}: {}{taken}", action.verb(), s.message);
             report_failure(ctx, resource, parent, RECONCILE_FAILED, action.failed(), &message).await;
             Err(Error::Child { action, key, source: kube::Error::Api(s) })
         }

@@ -442,6 +442,7 @@ mod tests {
             finalizer: None,
             cluster_scoped: Default::default(),
             reach: Default::default(),
+            namespace_labels: None,
         };
         let parent: Object = podset(1).into();
         let parent_ref = ObjectRef::from_obj_with(&parent, podsets());

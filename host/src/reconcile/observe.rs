@@ -192,6 +192,7 @@ pub mod fixtures {
             finalizer: finalizer.map(String::from),
             cluster_scoped: Default::default(),
             reach: Default::default(),
+            namespace_labels: None,
         }
     }
 }
@@ -203,7 +204,8 @@ mod tests {
     use super::fixtures::{pod, pods, podset, podsets};
     use super::*;
     use crate::contract::bindings::{LabelRequirement, RelatedKind, SelectorValue};
-    use crate::kubernetes::watches::{MANAGED_BY, MANAGED_BY_LABEL, Scope, Watched};
+    use crate::kubernetes::mark::{MANAGED_BY, MANAGED_BY_LABEL};
+    use crate::kubernetes::watches::{Scope, Watched};
 
     struct TwoCaches {
         children: Arc<Watched>,

@@ -14,6 +14,7 @@ use super::keys::ChildKey;
 use super::observe::{Observation, Observed};
 use super::plan::{Checked, Child};
 use super::readiness::{READY_WHEN, ready, rules};
+use crate::kubernetes::mark::marked_uid;
 use crate::kubernetes::object::Object;
 
 /// The annotation that puts a child in a wave: a number, 0 when absent.
@@ -22,9 +23,10 @@ pub const WAVE: &str = "podset.dev/wave";
 /// The largest wave accepted: waves order a handful of steps, not a queue.
 pub const MAX_WAVE: u32 = 100;
 
-/// The finalizer the host puts on a parent once it has children in waves: deleting the
-/// parent then deletes them in reverse wave order (highest first, each wave gone before
-/// the next), by the host, without the policy ([`teardown`]).
+/// The finalizer the host puts on a parent once it has children in waves or children
+/// it marked ([`needs_teardown`]): deleting the parent then deletes them in reverse
+/// wave order (highest first, each wave gone before the next), by the host, without the
+/// policy ([`teardown`]).
 pub const TEARDOWN_FINALIZER: &str = "podset.dev/teardown";
 
 /// The field manager of the host's own writes during a teardown (deletes carry none).
@@ -35,11 +37,20 @@ pub fn wave_of_object(o: &Object) -> u32 {
     wave_of(o.metadata.annotations.as_ref())
 }
 
-/// Whether a decision puts children in waves: the parent then needs the host's teardown.
-pub fn ordered(checked: &Checked, observed: &Observed) -> bool {
-    let planned =
-        checked.creates.iter().chain(&checked.applies).any(|c| wave_of(c.object.metadata.annotations.as_ref()) > 0);
-    planned || observed.children.iter().any(|c| wave_of_object(&c.object) > 0)
+/// Whether a parent needs the host's teardown: its decision puts children in waves, or
+/// in places the garbage collector cannot reach from the parent (children carrying the
+/// host's mark instead of an owner reference: [`crate::kubernetes::mark`]).
+pub fn needs_teardown(checked: &Checked, observed: &Observed) -> bool {
+    let planned = checked
+        .creates
+        .iter()
+        .chain(&checked.applies)
+        .any(|c| wave_of(c.object.metadata.annotations.as_ref()) > 0 || marked_uid(&c.object.metadata).is_some());
+    planned
+        || observed.children.iter().any(|c| {
+            wave_of_object(&c.object) > 0
+                || (c.object.metadata.owner_references.is_none() && marked_uid(&c.object.metadata).is_some())
+        })
 }
 
 /// The next step of a parent's teardown.

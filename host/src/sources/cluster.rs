@@ -25,8 +25,8 @@ use tracing::{info, warn};
 
 use super::image::{self, Request};
 use super::policy_status::{self, Outcome, Refusal};
-use super::{Sources, admit, decides, namespaced_source};
-use crate::crd::{ImageStatus, Reach, ReconcilePolicy};
+use super::{Sources, admit, decides, namespaced_source, reconcile_policy_reach};
+use crate::crd::{ImageStatus, ReconcilePolicy};
 use crate::kubernetes::cache::reflected;
 use crate::kubernetes::events::{Origin, event};
 use crate::registry::{PolicyRef, ShadowSource};
@@ -233,6 +233,15 @@ async fn load(rp: &ReconcilePolicy, src: &Sources) -> Result<(Outcome, Option<Im
     if let Err(e) = src.ctx.registry.declare(&key, rp.spec.selector.as_ref(), rp.spec.mode) {
         return Ok((Refusal::new("InvalidSelector", e).into(), None));
     }
+    // Its writer is a tenant of its namespace unless that namespace is the administrator's.
+    let namespace = rp.metadata.namespace.clone().unwrap_or_default();
+    let reach = match reconcile_policy_reach(src, &namespace, rp.spec.reach.as_ref()) {
+        Ok(reach) => reach,
+        Err(e) => {
+            src.ctx.metrics.policy_refused(e.reason());
+            return Ok((Refusal::new(e.reason(), e.to_string()).into(), None));
+        }
+    };
     let Some(pin) = Digest::parse(&rp.spec.sha256) else {
         let message = format!("spec.sha256 {:?} is not sha256:<64 hex>", rp.spec.sha256);
         return Ok((Refusal::new("InvalidDigest", message).into(), None));
@@ -255,15 +264,14 @@ async fn load(rp: &ReconcilePolicy, src: &Sources) -> Result<(Outcome, Option<Im
             return Ok((Refusal::new("InvalidSpec", message).into(), None));
         }
     };
-    if src.ctx.registry.serving(&key).is_some_and(|a| *a.policy.digest() == pin) {
+    if src.ctx.registry.serving(&key).is_some_and(|a| *a.policy.digest() == pin && a.resolved.reach == reach) {
         return Ok((Outcome::Loaded { swapped: None }, image));
     }
     let policy = match src.ctx.engine.load_async(bytes).await {
         Ok(policy) => policy,
         Err(e) => return Ok((Refusal::new(e.reason(), e.to_string()).into(), image)),
     };
-    // No reach: a ReconcilePolicy's writer is a tenant of its namespace.
-    match admit(&src.ctx, policy, &Reach::default()).await.and_then(namespaced_source) {
+    match admit(&src.ctx, policy, &reach).await.and_then(namespaced_source) {
         Ok(admitted) => {
             let admitted = Arc::new(admitted);
             src.ctx.registry.serve(&key, admitted.clone());

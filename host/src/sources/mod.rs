@@ -43,11 +43,14 @@ pub struct Sources {
     pub registry_down: Mutex<HashSet<String>>,
     /// What the administrator granted file policies beyond their parents' namespaces.
     pub reaches: Reaches,
+    /// The one namespace whose ReconcilePolicies' `spec.reach` is honoured.
+    pub reach_namespace: Option<String>,
 }
 
 /// The administrator's grants to file policies (`--reach`), by the name their module
-/// declares. A ReconcilePolicy gets none: whoever may create one in a namespace must
-/// not be able to grant it more than that namespace.
+/// declares. A ReconcilePolicy gets its `spec.reach` only in the namespace the
+/// administrator names (`--reach-namespace`): whoever may create one in another
+/// namespace must not be able to grant it more than that namespace.
 pub type Reaches = BTreeMap<String, Reach>;
 
 /// The knobs of [`Sources`] beside the context.
@@ -58,6 +61,7 @@ pub struct SourceSettings {
     pub trust: Trust,
     pub registry_poll: Duration,
     pub reaches: Reaches,
+    pub reach_namespace: Option<String>,
 }
 
 impl Sources {
@@ -71,6 +75,7 @@ impl Sources {
             registry_poll: settings.registry_poll,
             registry_down: Mutex::default(),
             reaches: settings.reaches,
+            reach_namespace: settings.reach_namespace,
         })
     }
 
@@ -80,6 +85,7 @@ impl Sources {
         all.extend(self.kinds.health());
         all.extend(self.ctx.watches.health());
         all.extend(self.ctx.shard.health());
+        all.extend(self.ctx.namespace_labels.health());
         Caches::new(all)
     }
 }
@@ -87,8 +93,26 @@ impl Sources {
 /// Resolves what `policy` declares against the API server and checks the operator may
 /// act on it, with what `reach` grants: only then may it decide anything.
 pub async fn admit(ctx: &Context, policy: Arc<Policy>, reach: &Reach) -> Result<Admitted, AccessError> {
-    let resolved = access::resolve(&ctx.client, ctx.namespace.as_deref(), policy.declarations(), reach).await?;
+    let labels = match reach.namespaces.selector {
+        Some(_) => Some(ctx.namespace_labels.get(&ctx.client, &ctx.shutdown).await),
+        None => None,
+    };
+    let resolved = access::resolve(&ctx.client, ctx.namespace.as_deref(), policy.declarations(), reach, labels).await?;
     Ok(Admitted { policy, resolved })
+}
+
+/// What a ReconcilePolicy in `namespace` asking `asked` is granted: its `spec.reach` in
+/// the administrator's namespace (`--reach-namespace`), nothing elsewhere, and a
+/// refusal when it asks for more there.
+pub fn reconcile_policy_reach(src: &Sources, namespace: &str, asked: Option<&Reach>) -> Result<Reach, AccessError> {
+    match (asked, src.reach_namespace.as_deref()) {
+        (None, _) => Ok(Reach::default()),
+        (Some(reach), Some(allowed)) if allowed == namespace => Ok(reach.clone()),
+        (Some(_), allowed) => Err(AccessError::ReachNotAllowed {
+            namespace: namespace.into(),
+            allowed: allowed.map(|a| format!(" {a}")).unwrap_or_else(|| ", not given to this operator".into()),
+        }),
+    }
 }
 
 /// A ReconcilePolicy decides the parents of its own namespace: a policy for a

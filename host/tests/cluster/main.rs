@@ -12,6 +12,7 @@ mod manifests;
 mod memcached;
 mod netperf;
 mod operator;
+mod reach;
 mod real_node;
 mod registry;
 mod reloader;

@@ -130,6 +130,7 @@ impl Rig {
             finalizer: None,
             cluster_scoped: Default::default(),
             reach: Default::default(),
+            namespace_labels: None,
         };
         Rig { ctx, admitted: Admitted { policy, resolved }, seen }
     }
@@ -336,6 +337,7 @@ mod lookups {
                 finalizer: None,
                 cluster_scoped: Default::default(),
                 reach: Default::default(),
+                namespace_labels: None,
             };
             let mut caches = BTreeMap::new();
             for r in [&deployments, &configmaps, &secrets] {
