@@ -31,6 +31,7 @@ use crate::kubernetes::client;
 use crate::kubernetes::fence::Fence;
 pub use crate::kubernetes::leader::Settings as LeaderSettings;
 use crate::kubernetes::leader::{self, Leadership};
+use crate::kubernetes::ledger::{self, Ledger};
 use crate::kubernetes::shard::{Change, Shard};
 use crate::kubernetes::version;
 use crate::metrics::Metrics;
@@ -160,6 +161,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
             Leadership::alone()
         }
     };
+    let (ledger, remembered) = ledger(&client, &settings).await;
     let engine = policy_engine(&settings)?;
     let recorder = recorder(&settings, &metrics)?;
     let module_cache = module_cache(&settings);
@@ -177,6 +179,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         leadership,
         shard,
         recorder,
+        ledger: Some(ledger),
     };
     let ctx = Context::new(client, engine, knobs, shutdown)
         .map_err(|e| anyhow::anyhow!("cannot start the shadow decisions' thread: {e}"))?;
@@ -191,6 +194,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
             reach_namespace: settings.reach_namespace.clone(),
         },
     );
+    src.kinds.remember(&remembered);
 
     let mut pending = BTreeSet::new();
     let files: Vec<(PathBuf, PolicyMode)> = (settings.policies.iter().map(|p| (p.clone(), PolicyMode::Enforce)))
@@ -208,6 +212,21 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         }
     }
     Ok(Operator { src, listener, files, pending, release, lost, selected })
+}
+
+/// The teardown ledger, in the operator's namespace (`--namespace`, else the pod's, else
+/// the kubeconfig's), and the kinds it remembers. One that cannot be read costs only
+/// the teardown of kinds no policy serves since the start.
+async fn ledger(client: &kube::Client, settings: &Settings) -> (Ledger, Vec<ledger::Entry>) {
+    let namespace = (settings.namespace.clone())
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let ledger = Ledger::new(client, &namespace);
+    let remembered = ledger.load(client).await.unwrap_or_else(|e| {
+        warn!("cannot read the teardown ledger {namespace}/{}: {e}", ledger::LEDGER);
+        Vec::new()
+    });
+    (ledger, remembered)
 }
 
 /// The sandbox, with the limits given, compiling where the settings say (and, in

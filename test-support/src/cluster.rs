@@ -31,13 +31,19 @@ pub fn kubeconfig_path() -> PathBuf {
 /// Writes a kubeconfig for `server` that authenticates with `token` and trusts the
 /// test cluster's CA.
 pub fn write_kubeconfig(path: &std::path::Path, server: &str, token: &str) {
+    write_kubeconfig_in(path, server, token, "default");
+}
+
+/// As [`write_kubeconfig`], with `namespace` as the context's (a ServiceAccount's own,
+/// as in a pod).
+pub fn write_kubeconfig_in(path: &std::path::Path, server: &str, token: &str, namespace: &str) {
     let ca = cluster_dir().join("certs/ca.crt");
     let ca = ca.display();
     let yaml = format!(
         "apiVersion: v1\nkind: Config\n\
          clusters: [{{name: c, cluster: {{server: '{server}', certificate-authority: '{ca}'}}}}]\n\
          users: [{{name: u, user: {{token: '{token}'}}}}]\n\
-         contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\ncurrent-context: c\n"
+         contexts: [{{name: c, context: {{cluster: c, user: u, namespace: '{namespace}'}}}}]\ncurrent-context: c\n"
     );
     std::fs::write(path, yaml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
 }
@@ -174,6 +180,6 @@ pub async fn service_account_kubeconfig_at(client: &Client, dir: &std::path::Pat
     let token = issued.status.expect("a token was issued").token;
     let server = server.map(String::from).unwrap_or_else(api_server_url);
     let path = dir.join("operator.kubeconfig");
-    write_kubeconfig(&path, &server, token.trim());
+    write_kubeconfig_in(&path, &server, token.trim(), "podset-system");
     path
 }

@@ -1,7 +1,7 @@
 //! Kubernetes plumbing: the client (with its write counter and write fence), the caches every
 //! reconcile reads from (with the health that gates reconciles and `/readyz`) and the
 //! compact objects they hold, the shared watches of children and related kinds, the
-//! access checks made when a policy loads, leader election, the namespaces a
+//! access checks made when a policy loads, leader election, the teardown ledger, the namespaces a
 //! shard serves, and the API server's version against the range this build supports.
 
 pub mod access;
@@ -12,6 +12,7 @@ pub mod events;
 pub mod faults;
 pub mod fence;
 pub mod leader;
+pub mod ledger;
 pub mod mark;
 pub mod namespaces;
 pub mod object;

@@ -18,6 +18,7 @@ use crate::crd::ReconcilePolicy;
 use crate::kubernetes::cache::CacheHealth;
 use crate::kubernetes::events::Events;
 use crate::kubernetes::leader::Leadership;
+use crate::kubernetes::ledger::Ledger;
 use crate::kubernetes::namespaces::SharedNamespaceLabels;
 use crate::kubernetes::shard::Shard;
 use crate::kubernetes::watches::Watches;
@@ -40,6 +41,8 @@ pub struct ContextSettings {
     pub shard: Shard,
     /// Records each decision as a scenario file (`--record-dir`).
     pub recorder: Option<Recorder>,
+    /// Where the parent kinds the host tears down are written; `None` writes nowhere.
+    pub ledger: Option<Ledger>,
 }
 
 pub struct Context {
@@ -77,6 +80,8 @@ pub struct Context {
     pub shadows: Shadows,
     /// The namespaces' labels, watched once a policy is granted namespaces by selector.
     pub namespace_labels: SharedNamespaceLabels,
+    /// The parent kinds the host tears down ([`Ledger`]).
+    pub ledger: Option<Ledger>,
 }
 
 impl Context {
@@ -112,6 +117,7 @@ impl Context {
             recorder: settings.recorder,
             shadows,
             namespace_labels: SharedNamespaceLabels::default(),
+            ledger: settings.ledger,
         }))
     }
 }

@@ -38,6 +38,7 @@ use crate::contract::bindings::RelatedKind;
 use crate::contract::declarations::kind_name;
 use crate::kubernetes::access::Resolved;
 use crate::kubernetes::cache::{CacheHealth, reflected};
+use crate::kubernetes::ledger::Entry;
 use crate::kubernetes::object::Object;
 use crate::kubernetes::scope::{ClusterScoped, api_for};
 use crate::kubernetes::watches::{ChildSeen, Route, Scope, Via};
@@ -56,6 +57,9 @@ struct Shape {
     lookups: BTreeMap<String, ApiResource>,
     /// Which of these kinds are cluster-scoped (one answer per kind: discovery's).
     cluster_scoped: ClusterScoped,
+    /// No policy serves the kind: its controller only tears down the parents that hold
+    /// the host's teardown finalizer (a kind of the teardown ledger).
+    teardown_only: bool,
 }
 
 struct Running {
@@ -72,13 +76,19 @@ pub struct Kinds {
     /// Held across a whole [`Kinds::sync`]: syncs triggered by two policy sources at
     /// once must not both start a controller for the same kind.
     controllers: tokio::sync::Mutex<HashMap<GroupVersionKind, Running>>,
+    /// The kinds of the teardown ledger read at start: each runs a teardown-only
+    /// controller while no policy serves it.
+    remembered: Mutex<HashMap<GroupVersionKind, Shape>>,
 }
 
 impl Kinds {
     /// Starts, restarts and stops parent-kind controllers so that exactly the kinds
     /// the registry's policies serve run, each watching what they declare.
     pub async fn sync(&self, ctx: &Arc<Context>) {
-        let desired = desired(ctx);
+        let mut desired = desired(ctx);
+        for (gvk, shape) in self.remembered.lock().iter() {
+            desired.entry(gvk.clone()).or_insert_with(|| shape.clone());
+        }
         let mut controllers = self.controllers.lock().await;
         // A kind no policy serves any more keeps its controller while a parent of it
         // waits for the host's teardown (its children in waves, or marked): deletion must not need
@@ -88,7 +98,6 @@ impl Kinds {
         };
         // Nor does it lose a child kind a parent being torn down may still have: the
         // kinds of a changed shape are widened by the old ones meanwhile.
-        let mut desired = desired;
         for (gvk, r) in controllers.iter() {
             if let Some(shape) = desired.get_mut(gvk)
                 && *shape != r.shape
@@ -123,6 +132,31 @@ impl Kinds {
             let running = start(ctx, &gvk, shape);
             self.running.lock().insert(gvk.clone(), running.state.clone());
             controllers.insert(gvk, running);
+        }
+    }
+
+    /// Remembers the parent kinds of the teardown ledger (before the first
+    /// [`Kinds::sync`]), each with the child kinds it was written with.
+    pub fn remember(&self, entries: &[Entry]) {
+        let mut remembered = self.remembered.lock();
+        for e in entries {
+            let parent = e.parent.resource();
+            let shape = remembered.entry(e.parent.gvk()).or_insert_with(|| Shape {
+                parent: parent.clone(),
+                children: BTreeMap::new(),
+                related: BTreeMap::new(),
+                lookups: BTreeMap::new(),
+                cluster_scoped: ClusterScoped::default(),
+                teardown_only: true,
+            });
+            if e.parent.cluster_scoped {
+                shape.cluster_scoped.insert(&parent);
+            }
+            let child = e.child.resource();
+            if e.child.cluster_scoped {
+                shape.cluster_scoped.insert(&child);
+            }
+            shape.children.insert(format!("{}/{}", child.api_version, child.plural), child);
         }
     }
 
@@ -173,6 +207,7 @@ fn desired(ctx: &Context) -> HashMap<GroupVersionKind, Shape> {
             related: BTreeMap::new(),
             lookups: BTreeMap::new(),
             cluster_scoped: ClusterScoped::default(),
+            teardown_only: false,
         });
         if r.parent_is_cluster_scoped() {
             shape.cluster_scoped.insert(&r.parent);
@@ -282,17 +317,22 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
             reach: Default::default(),
             namespace_labels: None,
         },
+        teardown_only: shape.teardown_only,
     });
     let stop = ctx.shutdown.child_token();
     let triggers = Triggers { requeue: requeue_rx, changed: changed_rx };
     let task = tokio::spawn(run(ctx.clone(), state.clone(), writer, triggers, stop.clone()));
-    info!(
-        kind = %kind_name(gvk),
-        children = shape.children.len(),
-        related = shape.related.len(),
-        lookups = shape.lookups.len(),
-        "controller started"
-    );
+    if shape.teardown_only {
+        info!(kind = %kind_name(gvk), children = shape.children.len(), "controller started, teardown only (the teardown ledger's; no policy serves it)");
+    } else {
+        info!(
+            kind = %kind_name(gvk),
+            children = shape.children.len(),
+            related = shape.related.len(),
+            lookups = shape.lookups.len(),
+            "controller started"
+        );
+    }
     Running { state, shape, stop, task }
 }
 

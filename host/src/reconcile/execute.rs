@@ -19,6 +19,7 @@ use super::status::{self, Ended, Outcome};
 use super::waves::{self, Teardown};
 use crate::conditions::WAITING_FOR_WAVE;
 use crate::kubernetes::events::{Origin, event};
+use crate::kubernetes::ledger::{Entry, LedgerKind};
 use crate::kubernetes::object::Object;
 use crate::kubernetes::scope::api_for;
 use crate::reconcile::context::Context;
@@ -47,6 +48,9 @@ pub async fn execute(
     let manager = admitted.field_manager();
     let act = Act { ctx, observed, manager: &manager };
     let patch = metadata(parent, admitted, waves::needs_teardown(&checked, observed));
+    if patch.as_ref().is_some_and(|p| p.adds_teardown) {
+        remember(ctx, admitted).await;
+    }
     // A finalizer must be in place before any child exists; the legacy annotation's
     // removal can be written alongside the children.
     let patched = if patch.as_ref().is_some_and(|p| p.adds_finalizer) {
@@ -101,17 +105,20 @@ pub async fn execute(
 struct MetadataPatch {
     patch: serde_json::Map<String, serde_json::Value>,
     adds_finalizer: bool,
+    /// The host's teardown finalizer is among those added.
+    adds_teardown: bool,
 }
 
 /// One metadata patch at most: the policy's finalizer and, for a parent whose children
-/// the host tears down (`teardown`: in waves, or marked), the host's teardown finalizer (on a parent not being
-/// deleted) when missing, and the legacy digest annotation's removal when present.
+/// the host tears down (`teardown`: in waves, or marked), the host's teardown finalizer
+/// (on a parent not being deleted) when missing, and the legacy digest annotation's
+/// removal when present.
 fn metadata(parent: &Object, admitted: &Admitted, teardown: bool) -> Option<MetadataPatch> {
     let mut patch = serde_json::Map::new();
     if parent.annotations().contains_key(LEGACY_DIGEST_ANNOTATION) {
         patch.insert("annotations".into(), json!({ LEGACY_DIGEST_ANNOTATION: null }));
     }
-    let mut adds_finalizer = false;
+    let (mut adds_finalizer, mut adds_teardown) = (false, false);
     let teardown = teardown.then(|| waves::TEARDOWN_FINALIZER.to_string());
     let missing: Vec<String> = admitted
         .resolved
@@ -122,6 +129,7 @@ fn metadata(parent: &Object, admitted: &Admitted, teardown: bool) -> Option<Meta
         .cloned()
         .collect();
     if parent.metadata.deletion_timestamp.is_none() && !missing.is_empty() {
+        adds_teardown = teardown.as_ref().is_some_and(|t| missing.contains(t));
         let mut finalizers = parent.finalizers().to_vec();
         finalizers.extend(missing);
         patch.insert("finalizers".into(), json!(finalizers));
@@ -129,7 +137,28 @@ fn metadata(parent: &Object, admitted: &Admitted, teardown: bool) -> Option<Meta
         patch.insert("resourceVersion".into(), json!(parent.resource_version()));
         adds_finalizer = true;
     }
-    (!patch.is_empty()).then_some(MetadataPatch { patch, adds_finalizer })
+    (!patch.is_empty()).then_some(MetadataPatch { patch, adds_finalizer, adds_teardown })
+}
+
+/// Writes the parent kind and its policy's child kinds into the teardown ledger before
+/// the first teardown finalizer of the kind, so that an operator started later without
+/// the policy still tears its parents down. A ledger that cannot be written is said in
+/// the log: only that later case is lost.
+async fn remember(ctx: &Context, admitted: &Admitted) {
+    let Some(ledger) = &ctx.ledger else { return };
+    let r = &admitted.resolved;
+    let parent = LedgerKind::of(&r.parent, r.parent_is_cluster_scoped());
+    let entries: Vec<Entry> = (r.children.iter())
+        .map(|c| Entry { parent: parent.clone(), child: LedgerKind::of(c, r.is_cluster_scoped(c)) })
+        .collect();
+    if let Err(e) = ledger.record(&entries).await {
+        tracing::warn!(
+            kind = %r.parent.kind,
+            "cannot write the teardown ledger {}/{}: {e}; an operator started without this kind's policy will not tear its parents down",
+            ledger.namespace(),
+            crate::kubernetes::ledger::LEDGER
+        );
+    }
 }
 
 /// Writes `patch`, if any; returns the parent as the server then holds it.

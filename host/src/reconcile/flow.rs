@@ -91,9 +91,13 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
     // without the policy, which has its say first only if it is there and declared a
     // finalizer still on the parent. The kinds are the controller's own, so this works
     // with the policy trapping, refused or withdrawn.
-    if parent.metadata.deletion_timestamp.is_some()
-        && parent.finalizers().iter().any(|f| f == waves::TEARDOWN_FINALIZER)
-    {
+    let tearing_down = parent.metadata.deletion_timestamp.is_some()
+        && parent.finalizers().iter().any(|f| f == waves::TEARDOWN_FINALIZER);
+    // A kind of the teardown ledger that no policy serves: the rest is not ours to judge.
+    if kind.teardown_only && !tearing_down {
+        return Ok(Action::await_change());
+    }
+    if tearing_down {
         let policy_first = matches!(&selection, Selection::Ready(a)
             if a.resolved.finalizer.as_ref().is_some_and(|f| parent.finalizers().contains(f)));
         if !policy_first {

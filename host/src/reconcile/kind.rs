@@ -71,6 +71,8 @@ pub struct KindState {
     /// The kind's children as its controller watches them, policy or not: what a
     /// teardown reads (reconcile::waves).
     pub teardown: Resolved,
+    /// No policy serves the kind: only parents awaiting the host's teardown are acted on.
+    pub teardown_only: bool,
 }
 
 impl Drop for KindState {

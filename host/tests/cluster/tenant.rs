@@ -132,6 +132,10 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     assert_eq!(rb.subjects.unwrap_or_default()[0].name, format!("{name}-devs"));
     let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), &name);
     policies.get("default-deny").await.expect("default-deny");
+    // A second Tenant, deleted at the end by an operator that never loads their policy.
+    let second = format!("{name}-b");
+    api.create(&PostParams::default(), &tenant(&second)).await.expect("create the second Tenant");
+    eventually("the second Tenant's namespace", T, || async { namespaces.get_opt(&second).await.ok()? }).await;
 
     // Shadow, recording and replay work for a cluster-scoped parent as for any other:
     // the shadow agreed on every decision, and each recorded decision replays the same.
@@ -222,4 +226,26 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     let log = std::fs::read_to_string(&op.log).expect("operator log");
     assert!(!log.to_lowercase().contains("forbidden"), "the operator was refused something:\n{log}");
     assert!(op.terminate(Duration::from_secs(10)), "the operator stops on TERM");
+
+    // An operator started with no Tenant policy at all: the teardown ledger it reads at
+    // start (podset-system/podset-host-teardown, written before the first Tenant got
+    // its teardown finalizer) names the kind and its child kinds, so deleting the second
+    // Tenant still removes everything it made.
+    let podset_only = common::policy_dir().join("podset.wasm");
+    let op = Operator::spawn_shard(
+        "tenant-none",
+        &no_namespace,
+        &[&podset_only],
+        &service_account,
+        &["--cluster-scoped-parents"],
+    );
+    op.ready().await;
+    api.delete(&second, &DeleteParams::default()).await.expect("delete the second Tenant");
+    eventually("the second Tenant and its namespace are gone, with no Tenant policy", T, || async {
+        let gone = api.get_opt(&second).await.ok()?.is_none() && namespaces.get_opt(&second).await.ok()?.is_none();
+        gone.then_some(())
+    })
+    .await;
+    let log = std::fs::read_to_string(&op.log).expect("operator log");
+    assert!(log.contains("teardown only"), "a teardown-only controller for Tenant:\n{log}");
 }

@@ -111,6 +111,7 @@ impl Rig {
         let engine = Arc::new(PolicyEngine::new(Limits::default()).expect("engine"));
         let policy = engine.load(&common::read_policy(module)).expect("policy");
         let settings = ContextSettings {
+            ledger: None,
             namespace: None,
             resync: Duration::from_secs(300),
             finalizer_timeout: Duration::from_secs(300),
