@@ -10,7 +10,7 @@ use prometheus_client::metrics::TypedMetric;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets, linear_buckets};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
 use spent::Spent;
@@ -66,6 +66,7 @@ pub struct Metrics {
     reconcile_duration: Histogram,
     decision_duration: Family<ChildrenLabels, Histogram, fn() -> Histogram>,
     decision_cpu: Family<ChildrenLabels, Histogram, fn() -> Histogram>,
+    decision_calls: Histogram,
     policy_failures: Family<ReasonLabels, Counter>,
     pub api_writes: Family<WriteLabels, Counter>,
     pub writes_fenced: Counter,
@@ -121,6 +122,8 @@ impl Default for Metrics {
             reconcile_duration: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
             decision_duration: Family::new_with_constructor(decision_buckets),
             decision_cpu: Family::new_with_constructor(decision_buckets),
+            // 1 to MAX_CALLS (5): the host stops calling after 5 (`LookupsUnstable`).
+            decision_calls: Histogram::new(linear_buckets(1.0, 1.0, 5)),
             policy_failures: Family::default(),
             api_writes: Family::default(),
             writes_fenced: Counter::default(),
@@ -150,6 +153,13 @@ impl Default for Metrics {
              less than the duration by the time the decision waited for a core",
             Some(Unit::Seconds),
             m.decision_cpu.clone(),
+        );
+        registry.add(
+            "policy_decision_calls",
+            "Policy calls one reconcile's decision took: one, plus one per round of lookups the host \
+             answered first (contract 0.4)",
+            None,
+            m.decision_calls.clone(),
         );
         registry.add(
             "policy_failures",
@@ -222,7 +232,8 @@ impl Metrics {
         self.reconcile_failures.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
     }
 
-    pub fn decided(&self, spent: Spent, children: usize) {
+    /// A decision made in `spent.len()` calls, each `spent`, about `children` children.
+    pub fn decided(&self, spent: &[Spent], children: usize) {
         let bucket = match children {
             0 => "0",
             1..=9 => "1-9",
@@ -231,8 +242,11 @@ impl Metrics {
             _ => "1000+",
         };
         let labels = ChildrenLabels { children: bucket.into() };
-        self.decision_duration.get_or_create(&labels).observe(spent.wall.as_secs_f64());
-        self.decision_cpu.get_or_create(&labels).observe(spent.cpu.as_secs_f64());
+        for call in spent {
+            self.decision_duration.get_or_create(&labels).observe(call.wall.as_secs_f64());
+            self.decision_cpu.get_or_create(&labels).observe(call.cpu.as_secs_f64());
+        }
+        self.decision_calls.observe(spent.len() as f64);
     }
 
     pub fn policy_refused(&self, reason: &str) {

@@ -193,9 +193,7 @@ pub async fn act(ctx: &Context, admitted: &Admitted, mut observed: Observed) -> 
     let (parent, resource) = (&observed.parent, &observed.parent_resource);
     let plan = match decided {
         Ok(decided) => {
-            for spent in decided.spent {
-                ctx.metrics.decided(spent, observed.children.len());
-            }
+            ctx.metrics.decided(&decided.spent, observed.children.len());
             decided.plan
         }
         Err(Failed::Policy(source)) => {
