@@ -16,6 +16,15 @@ echo
 echo "## Policy decisions: fresh instance + call, target/policy/podset.wasm"
 echo
 target/release/podset-host policy bench target/policy/podset.wasm --budget "${BENCH_BUDGET:-2s}"
+# The any-kind policies on their scenarios: one call each (a Reloader reconcile whose
+# lookups chain takes three calls the first time, then one).
+for policy in reloader tenant cronjob; do
+  echo
+  echo "## Policy decisions: target/policy/$policy.wasm on guest-$policy/scenarios"
+  echo
+  target/release/podset-host policy bench "target/policy/$policy.wasm" guest-"$policy"/scenarios/*.yaml \
+    --budget "${BENCH_BUDGET:-2s}"
+done
 
 export CLUSTER_DIR="$ROOT/.cluster-bench"
 trap 'hack/cluster.sh down >/dev/null 2>&1 || true' EXIT

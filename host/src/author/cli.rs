@@ -136,10 +136,13 @@ pub enum PolicyCommand {
         #[command(flatten)]
         sandbox: SandboxArgs,
     },
-    /// Measure a PodSet policy's decision latency (fresh instance + call) at 10, 100 and 1000 pods,
-    /// back to back and with the CPU caches emptied before each decision.
+    /// Measure a policy's decision latency (fresh instance + call): a PodSet policy at 10, 100
+    /// and 1000 pods, back to back and with the CPU caches emptied before each decision; any
+    /// policy on the inputs of the scenario files given (recorded decisions included).
     Bench {
         module: PathBuf,
+        /// Scenario files whose inputs to decide, one row each, instead of generated PodSets.
+        scenarios: Vec<PathBuf>,
         /// Time spent per row.
         #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
         budget: Duration,

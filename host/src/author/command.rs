@@ -25,7 +25,7 @@ pub fn run(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
         PolicyCommand::Record { kind, object, policy: module, output, sandbox } => {
             record(kind, object, module, output, sandbox)
         }
-        PolicyCommand::Bench { module, budget, sandbox } => bench(module, budget, sandbox),
+        PolicyCommand::Bench { module, scenarios, budget, sandbox } => bench(module, scenarios, budget, sandbox),
         PolicyCommand::New { name, dir, group, repo } => new(name, dir, group, repo),
         PolicyCommand::Keygen { prefix, force } => keygen(prefix, force),
         PolicyCommand::SignBlob { module, key, output } => sign_blob(module, key, output),
@@ -173,11 +173,25 @@ fn record(
 }
 
 /// Measures a PodSet policy's decision latency.
-fn bench(module: PathBuf, budget: Duration, sandbox: SandboxArgs) -> anyhow::Result<ExitCode> {
+fn bench(module: PathBuf, scenarios: Vec<PathBuf>, budget: Duration, sandbox: SandboxArgs) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     let (_engine, policy) = sandbox.load(&module)?;
     println!("{} — loaded (compile + checks) in {:?}\n", policy.label(), started.elapsed());
-    anyhow::ensure!(policy.is_podset_world(), "policy bench measures PodSet policies; {} is not one", policy.label());
+    if !scenarios.is_empty() {
+        let mut inputs = Vec::new();
+        for path in &scenarios {
+            let scenario = Scenario::read(path)?;
+            let name = path.file_stem().map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into());
+            inputs.push((name, scenario.input(&policy)?));
+        }
+        print!("{}", bench::ScenarioTable(&bench::scenarios(&policy, &inputs, budget)?));
+        return Ok(ExitCode::SUCCESS);
+    }
+    anyhow::ensure!(
+        policy.is_podset_world(),
+        "without scenario files, policy bench measures PodSet policies; {} is not one: give it scenarios",
+        policy.label()
+    );
     let rows = bench::run(&policy, &[10, 100, 1000], budget)?;
     print!("{}", bench::Table(&rows));
     Ok(ExitCode::SUCCESS)

@@ -326,3 +326,28 @@ fn replace_all(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     }
     out
 }
+
+/// `policy bench` on scenario files: any world, one row per scenario, the actions the
+/// scenario expects, at least 20 samples each.
+#[test]
+fn a_policy_of_any_world_is_benchmarked_on_its_scenarios() {
+    use podset_host::author::bench;
+    use podset_host::scenario::Scenario;
+
+    let policy = engine().load(&common::read_policy("reloader.wasm")).expect("the Reloader loads");
+    let dir = common::workspace().join("guest-reloader/scenarios");
+    let mut inputs = Vec::new();
+    for name in ["asks-for-mounts", "rolls-on-change"] {
+        let scenario = Scenario::read(&dir.join(format!("{name}.yaml"))).expect("a scenario");
+        scenario.check(&policy).expect("the scenario passes");
+        inputs.push((name.to_string(), scenario.input(&policy).expect("its input")));
+    }
+    let rows = bench::scenarios(&policy, &inputs, std::time::Duration::from_millis(50)).expect("benchmarked");
+    assert_eq!(rows.iter().map(|r| r.scenario.as_str()).collect::<Vec<_>>(), ["asks-for-mounts", "rolls-on-change"]);
+    for (row, (_, input)) in rows.iter().zip(&inputs) {
+        assert!(row.samples >= 20 && row.p50 <= row.p99 && row.p99 <= row.max, "{}", row.scenario);
+        assert_eq!(row.actions, policy.decide(input).expect("decides").actions.len());
+    }
+    let table = bench::ScenarioTable(&rows).to_string();
+    assert!(table.lines().nth(2).is_some_and(|l| l.starts_with("| asks-for-mounts |")), "{table}");
+}
