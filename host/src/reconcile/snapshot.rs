@@ -5,7 +5,9 @@
 //!
 //! Each kind the module declares is listed once in the object's namespace and put in a
 //! cache of the operator's kind, so [`observe::gather`] finds the children and related
-//! objects exactly as a reconcile would. Nothing is in flight: no operator is running.
+//! objects exactly as a reconcile would; a namespaced parent's children elsewhere (the
+//! host's mark) are listed too, by its UID, where the reader may list them. Nothing is
+//! in flight: no operator is running.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use super::record::redact;
 use super::translate::input_for;
 use crate::contract::declarations::{kind_name, to_gvk};
 use crate::kubernetes::access::{AccessError, discover_all};
+use crate::kubernetes::mark::PARENT_UID_LABEL;
 use crate::kubernetes::object::Object;
 use crate::kubernetes::scope::api_for;
 use crate::kubernetes::watches::{Scope, Watched};
@@ -116,6 +119,11 @@ pub async fn snapshot(
         for object in api.list(&ListParams::default()).await?.items {
             cache.store.apply(Event::Apply(Object::from(object)));
         }
+        if at(resource).is_some() && resolved.children.contains(resource) {
+            for object in marked_elsewhere(client, resource, namespace, parent.uid().as_deref()).await? {
+                cache.store.apply(Event::Apply(Object::from(object)));
+            }
+        }
         listed.0.insert(key(resource), Arc::new(cache));
     }
     let parent = Arc::new(Object::from(parent));
@@ -144,6 +152,24 @@ pub async fn snapshot(
     );
     let outcome = decision.as_ref().map(|d| &d.actions).map_err(|e| e.reason());
     Ok(crate::scenario::write(&title, &policy.digest().to_string(), &input, outcome))
+}
+
+/// The children of `resource` the host marked as the parent `uid`'s, outside its
+/// `namespace`: nothing when the reader may not list them cluster-wide.
+async fn marked_elsewhere(
+    client: &Client,
+    resource: &ApiResource,
+    namespace: &str,
+    uid: Option<&str>,
+) -> Result<Vec<DynamicObject>, kube::Error> {
+    let Some(uid) = uid else { return Ok(Vec::new()) };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    let marked = ListParams::default().labels(&format!("{PARENT_UID_LABEL}={uid}"));
+    match api.list(&marked).await {
+        Ok(list) => Ok(list.items.into_iter().filter(|o| o.namespace().as_deref() != Some(namespace)).collect()),
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

@@ -135,6 +135,32 @@ async fn children_go_beyond_their_parents_namespace_only_where_the_administrator
     assert_eq!(cm.metadata.owner_references, None);
     assert!(ps.finalizers().contains(&"podset.dev/teardown".to_string()), "{:?}", ps.finalizers());
 
+    // `policy record` sees the child elsewhere, as the operator does: the recorded
+    // decision (the apply of what already holds) passes as a scenario.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let case = dir.path().join("mirror.yaml");
+    let fixture_path = common::policy_dir().join("fixtures/generic-hostile.wasm");
+    let object = format!("{admin}/mirror");
+    let (ok, out) = common::policy_cli(&[
+        "record".as_ref(),
+        "podsets".as_ref(),
+        object.as_ref(),
+        "--policy".as_ref(),
+        fixture_path.as_os_str(),
+        "-o".as_ref(),
+        case.as_os_str(),
+    ]);
+    assert!(ok, "{out}");
+    let recorded = std::fs::read_to_string(&case).expect("the scenario");
+    let input = recorded.split("\nexpect:").next().unwrap_or_default();
+    let children = input.split("\n  children:").nth(1).unwrap_or_default();
+    assert!(
+        children.contains("name: mirror-cm") && children.contains(&format!("namespace: {target}")),
+        "the child elsewhere is in the input:\n{recorded}"
+    );
+    let (ok, out) = common::policy_cli(&["test".as_ref(), fixture_path.as_os_str(), case.as_os_str()]);
+    assert!(ok && out.contains("1 passed, 0 failed"), "{out}");
+
     // Not granted: the tenant's own namespace is not selected.
     podsets.create(&PostParams::default(), &podset("astray", &tenant)).await.expect("create");
     let (reason, message) = failure(&podsets, "astray", "PolicyFailed").await;
