@@ -199,8 +199,10 @@ struct LeaderArgs {
     /// selector and a hash of it, so that each shard elects its own leader].
     #[arg(long, env = "LEASE_NAME")]
     lease_name: Option<String>,
-    /// The Lease's namespace [default: the pod's namespace (POD_NAMESPACE, or the
-    /// service account's), else `default`].
+    /// The operator's own namespace, where its Lease and its teardown ledger (the
+    /// ConfigMap `podset-host-teardown`) are [default: the pod's namespace (POD_NAMESPACE,
+    /// or the service account's), else `default` for the Lease and the kubeconfig's
+    /// namespace for the ledger].
     #[arg(long, env = "LEASE_NAMESPACE")]
     lease_namespace: Option<String>,
     /// How long the Lease holds after its last renewal.
@@ -217,6 +219,16 @@ struct LeaderArgs {
 }
 
 impl LeaderArgs {
+    /// The operator's own namespace: `--lease-namespace`, else the pod's (POD_NAMESPACE,
+    /// or the service account's). The Lease and the teardown ledger are there.
+    fn own_namespace(&self) -> Option<String> {
+        self.lease_namespace.clone().or_else(|| std::env::var("POD_NAMESPACE").ok()).or_else(|| {
+            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
+    }
+
     fn identity(&self) -> String {
         self.lease_identity.clone().or_else(|| std::env::var("POD_NAME").ok()).unwrap_or_else(|| {
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
@@ -233,14 +245,9 @@ impl LeaderArgs {
             (None, Some(selector)) => podset_host::kubernetes::shard::lease_name(DEFAULT_LEASE, selector),
             (None, None) => DEFAULT_LEASE.to_string(),
         };
-        let namespace = self.lease_namespace.clone().or_else(|| std::env::var("POD_NAMESPACE").ok()).or_else(|| {
-            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-                .ok()
-                .map(|s| s.trim().to_string())
-        });
         Some(operator::LeaderSettings {
             lease,
-            namespace: namespace.unwrap_or_else(|| "default".into()),
+            namespace: self.own_namespace().unwrap_or_else(|| "default".into()),
             identity: self.identity(),
             duration: self.lease_duration,
             renew_deadline: self.lease_renew_deadline,
@@ -299,6 +306,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 reaches: reaches(&args.reaches)?,
                 reach_namespace: args.reach_namespace,
                 namespace: Some(args.namespace).filter(|n| !n.is_empty()),
+                own_namespace: args.leader.own_namespace(),
                 leader: args.leader.settings(args.namespace_selector.as_deref()),
                 identity: args.leader.identity(),
                 record: args.record.settings(),

@@ -27,13 +27,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::crd::{PolicyMode, ReconcilePolicy};
-use crate::kubernetes::client;
 use crate::kubernetes::fence::Fence;
 pub use crate::kubernetes::leader::Settings as LeaderSettings;
 use crate::kubernetes::leader::{self, Leadership};
 use crate::kubernetes::ledger::{self, Ledger};
 use crate::kubernetes::shard::{Change, Shard};
 use crate::kubernetes::version;
+use crate::kubernetes::{access, client};
 use crate::metrics::Metrics;
 use crate::oci;
 use crate::reconcile::context::{Context, ContextSettings};
@@ -57,6 +57,9 @@ pub struct Settings {
     pub reach_namespace: Option<String>,
     /// Only this namespace, or all when `None`.
     pub namespace: Option<String>,
+    /// The operator's own namespace (its pod's), where the teardown ledger is; the
+    /// kubeconfig's when `None`.
+    pub own_namespace: Option<String>,
     /// As one shard: only the namespaces whose labels match this selector.
     pub namespace_selector: Option<String>,
     /// As that shard, also serve the parents of cluster-scoped kinds.
@@ -214,18 +217,26 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
     Ok(Operator { src, listener, files, pending, release, lost, selected })
 }
 
-/// The teardown ledger, in the operator's namespace (`--namespace`, else the pod's, else
-/// the kubeconfig's), and the kinds it remembers. One that cannot be read costs only
-/// the teardown of kinds no policy serves since the start.
+/// The teardown ledger, in the operator's own namespace (where its Lease is: the
+/// pod's, else the kubeconfig's), and the kinds it remembers that this operator may tear
+/// down where it serves. One that cannot be read costs only the teardown of kinds no
+/// policy serves since the start.
 async fn ledger(client: &kube::Client, settings: &Settings) -> (Ledger, Vec<ledger::Entry>) {
-    let namespace = (settings.namespace.clone())
-        .or_else(|| std::env::var("POD_NAMESPACE").ok())
-        .unwrap_or_else(|| client.default_namespace().to_string());
+    let namespace = settings.own_namespace.clone().unwrap_or_else(|| client.default_namespace().to_string());
     let ledger = Ledger::new(client, &namespace);
-    let remembered = ledger.load(client).await.unwrap_or_else(|e| {
+    let read = ledger.load(client).await.unwrap_or_else(|e| {
         warn!("cannot read the teardown ledger {namespace}/{}: {e}", ledger::LEDGER);
         Vec::new()
     });
+    let mut remembered = Vec::new();
+    for e in read {
+        let (parent, child) =
+            ((&e.parent.resource(), e.parent.cluster_scoped), (&e.child.resource(), e.child.cluster_scoped));
+        match access::may_tear_down(client, settings.namespace.as_deref(), parent, child).await {
+            Ok(()) => remembered.push(e),
+            Err(why) => info!(key = e.key(), "teardown ledger: not served here: {why}"),
+        }
+    }
     (ledger, remembered)
 }
 

@@ -83,6 +83,9 @@ pub enum AccessError {
     )]
     ReachNotAllowed { namespace: String, allowed: String },
 
+    #[error("reach.namespaces.selector is not a label selector: {why}")]
+    InvalidGrant { why: String },
+
     #[error("the operator may not {verb} {resource}{where_}: grant it in the operator's RBAC (manifests/rbac.yaml)")]
     Forbidden { verb: String, resource: String, where_: String },
 
@@ -112,6 +115,7 @@ impl AccessError {
             AccessError::ClusterScopedParent { .. } => "ClusterScopedParent",
             AccessError::NarrowReach { .. } => "NarrowReach",
             AccessError::ReachNotAllowed { .. } => "ReachNotAllowed",
+            AccessError::InvalidGrant { .. } => "InvalidGrant",
             AccessError::ClusterScopedPolicy { .. } => "ClusterScopedPolicy",
             AccessError::Forbidden { .. } => "Forbidden",
             AccessError::Unreachable(_) => "ApiUnreachable",
@@ -166,11 +170,50 @@ pub fn scopes(r: &Resolved, namespace: Option<&str>) -> Result<(), AccessError> 
             return Err(AccessError::NarrowReach { parent: r.parent.kind.clone(), namespace: ns.into() });
         }
     }
+    if let Some(selector) = &r.reach.namespaces.selector {
+        kube::core::Selector::try_from(selector.clone())
+            .map_err(|e| AccessError::InvalidGrant { why: e.to_string() })?;
+    }
     for child in r.children.iter().filter(|c| r.is_cluster_scoped(c)) {
         let kind = GroupKind { group: child.group.clone(), kind: child.kind.clone() };
         if !r.reach.cluster_kinds.contains(&kind) {
             return Err(AccessError::NotGranted { kind: child.kind.clone() });
         }
+    }
+    Ok(())
+}
+
+/// Whether the operator may list and watch namespaces (their labels, for a grant by
+/// selector): checked before waiting for that watch to list them.
+pub async fn may_read_namespaces(client: &Client) -> Result<(), AccessError> {
+    let namespaces = ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&());
+    for verb in ["list", "watch"] {
+        allowed(client, None, verb, &namespaces, None).await?;
+    }
+    Ok(())
+}
+
+/// Whether an operator serving `namespace` (all when `None`) may tear down parents of
+/// `parent` with children of `child` (the teardown ledger's kinds, reconcile/controller.rs):
+/// a cluster-scoped parent needs every namespace; it lists, watches and patches the
+/// parents (the finalizer), and lists, watches and deletes the children.
+pub async fn may_tear_down(
+    client: &Client,
+    namespace: Option<&str>,
+    parent: (&ApiResource, bool),
+    child: (&ApiResource, bool),
+) -> Result<(), AccessError> {
+    if parent.1
+        && let Some(ns) = namespace
+    {
+        return Err(AccessError::ClusterScopedParent { kind: parent.0.kind.clone(), namespace: ns.into() });
+    }
+    let at = |cluster: bool| if cluster || parent.1 { None } else { namespace };
+    for verb in ["list", "watch", "patch"] {
+        allowed(client, at(parent.1), verb, parent.0, None).await?;
+    }
+    for verb in ["list", "watch", "delete"] {
+        allowed(client, at(child.1), verb, child.0, None).await?;
     }
     Ok(())
 }

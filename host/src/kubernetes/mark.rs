@@ -7,13 +7,19 @@
 //! name in an annotation; the host deletes it when the parent goes (its teardown
 //! finalizer, reconcile/waves.rs).
 //!
-//! A mark is trusted as an owner reference is: only an object carrying the label, the
-//! annotation and the host's managed-by label is the parent's, and whoever may write an
-//! object may set either. A look-alike without it is never the parent's child.
+//! A mark is weaker than an owner reference, which the garbage collector confines to
+//! the child's namespace: whoever may write an object anywhere may put a mark on it. So
+//! a reconcile sees a marked child only when the mark names the parent exactly and the
+//! child is where the policy's grant reaches (reconcile/observe.rs), a policy can
+//! neither write nor patch a mark (reconcile/check.rs), and a look-alike without one is
+//! never the parent's child.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::ApiResource;
+
+use super::object::Object;
 
 /// The label the host puts on every child it creates, so that child watches list
 /// only the host's children, not every object of the kind in the cluster.
@@ -37,6 +43,17 @@ pub struct Mark {
 }
 
 impl Mark {
+    /// The mark of `parent`, an object of `resource`.
+    pub fn for_parent(resource: &ApiResource, parent: &Object) -> Mark {
+        Mark {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+            namespace: parent.metadata.namespace.clone().unwrap_or_default(),
+            name: parent.metadata.name.clone().unwrap_or_default(),
+            uid: parent.metadata.uid.clone().unwrap_or_default(),
+        }
+    }
+
     /// Puts the mark (and the host's managed-by label) on `meta`.
     pub fn write(&self, meta: &mut ObjectMeta) {
         let labels = meta.labels.get_or_insert_with(BTreeMap::new);
@@ -75,6 +92,12 @@ pub fn marked_uid(meta: &ObjectMeta) -> Option<&str> {
     }
     meta.annotations.as_ref()?.get(PARENT_ANNOTATION)?;
     labels.get(PARENT_UID_LABEL).map(String::as_str).filter(|uid| !uid.is_empty())
+}
+
+/// Whether `meta` names a controller by an owner reference (which the garbage
+/// collector follows, and which wins over a mark).
+pub fn has_controller_reference(meta: &ObjectMeta) -> bool {
+    meta.owner_references.iter().flatten().any(|r| r.controller == Some(true))
 }
 
 /// Whether `key` is a label or annotation only the host writes.

@@ -85,7 +85,10 @@ impl SharedNamespaceLabels {
     /// The watch, started now if it was not, once its first list is in.
     pub async fn get(&self, client: &Client, shutdown: &CancellationToken) -> NamespaceLabels {
         let labels = self.0.get_or_init(|| async { NamespaceLabels::start(client, shutdown.clone()) }).await.clone();
-        labels.synced().await;
+        tokio::select! {
+            _ = labels.synced() => {}
+            _ = shutdown.cancelled() => {}
+        }
         labels
     }
 

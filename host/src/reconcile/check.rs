@@ -62,6 +62,10 @@ pub enum Rejection {
     Ambiguous { key: Box<ChildKey>, count: usize },
     #[error("{key} is not a child this parent controls")]
     NotOwned { key: Box<ChildKey> },
+    #[error(
+        "{key}: a namespaced parent's policy patches objects of its own namespace; a cluster-scoped kind needs the administrator's grant (reach.clusterKinds)"
+    )]
+    NotGranted { key: Box<ChildKey> },
     #[error("{what} {value:?}: {why}")]
     InvalidSyntax { what: String, value: String, why: String },
     #[error("{what} is set by the host, not by policies")]
@@ -124,6 +128,7 @@ impl Rejection {
             Rejection::NotReachable { .. } => "NotReachable",
             Rejection::Ambiguous { .. } => "Ambiguous",
             Rejection::NotOwned { .. } => "NotOwned",
+            Rejection::NotGranted { .. } => "NotGranted",
             Rejection::InvalidSyntax { .. } => "InvalidSyntax",
             Rejection::Reserved { .. } => "Reserved",
             Rejection::Weakened { .. } => "WeakenedSecurityContext",
@@ -228,13 +233,7 @@ impl Parent {
             // Foreground deletion of the parent waits for its children.
             block_owner_deletion: Some(true),
         };
-        let mark = Mark {
-            api_version: r.api_version.clone(),
-            kind: r.kind.clone(),
-            namespace: p.namespace().unwrap_or_default(),
-            name: p.name_any(),
-            uid: p.uid().unwrap_or_default(),
-        };
+        let mark = Mark::for_parent(r, p);
         let mut owned_namespaces = BTreeSet::new();
         if resolved.reach.namespaces.owned {
             let seen = observed.children.iter().filter(|c| is_namespace(&c.resource.api_version, &c.resource.kind));
@@ -416,8 +415,15 @@ fn patch(object: Value, observed: &Observed, resolved: &Resolved) -> Result<Opti
     if meta.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
         return Err(Rejection::Reserved { what: format!("{key}: metadata.finalizers of an object it does not own") });
     }
-    if meta.labels.iter().flatten().any(|(k, _)| k == MANAGED_BY_LABEL) {
-        return Err(Rejection::Reserved { what: format!("{key}: label {MANAGED_BY_LABEL}") });
+    let reserved = meta.labels.iter().flatten().chain(meta.annotations.iter().flatten()).map(|(k, _)| k);
+    if let Some(k) = reserved.into_iter().find(|k| *k == MANAGED_BY_LABEL || mark::is_reserved(k)) {
+        return Err(Rejection::Reserved { what: format!("{key}: {k}") });
+    }
+    // A namespaced parent reaches its own namespace; a cluster-scoped object only with
+    // the administrator's grant of the kind (a Namespace's labels are its Pod Security).
+    let granted = resolved.reach.cluster_kinds.iter().any(|g| g.kind == kind && g.group == resource.group);
+    if resolved.is_cluster_scoped(resource) && !resolved.parent_is_cluster_scoped() && !granted {
+        return Err(Rejection::NotGranted { key: Box::new(key) });
     }
     for (k, v) in meta.labels.iter().flatten() {
         syntax("label key", k, qualified_name(k))?;
@@ -435,6 +441,10 @@ fn patch(object: Value, observed: &Observed, resolved: &Resolved) -> Result<Opti
         .flat_map(|a| &a.objects)
         .find(|o| o.resource.api_version == api_version && o.resource.kind == kind && key.names(&o.object))
         .ok_or_else(|| Rejection::NotLookedUp { key: Box::new(key.clone()) })?;
+    // The host's children are changed by their own parent's decisions, never patched.
+    if seen.object.labels().get(MANAGED_BY_LABEL).is_some_and(|v| v == MANAGED_BY) {
+        return Err(Rejection::Reserved { what: format!("{key}: a child the host made ({MANAGED_BY_LABEL})") });
+    }
     if already_holds(&obj, &seen.object) {
         return Ok(None);
     }
@@ -683,9 +693,58 @@ mod tests {
         let mut labelled = patch("app", "new");
         labelled["metadata"]["labels"] = json!({ MANAGED_BY_LABEL: MANAGED_BY });
         assert!(matches!(refused(labelled), Rejection::Reserved { .. }), "adopting it into the host's watch");
+        let mut marked = patch("app", "new");
+        marked["metadata"]["labels"] = json!({ crate::kubernetes::mark::PARENT_UID_LABEL: "uid-web" });
+        assert!(matches!(refused(marked), Rejection::Reserved { .. }), "making it a marked child");
         let read_only =
             json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "settings" }, "data": {} });
         assert!(matches!(refused(read_only), Rejection::NotPatchable { .. }), "declared without patch");
+    }
+
+    #[test]
+    fn a_cluster_scoped_object_needs_a_grant_and_a_hosts_child_is_never_patched() {
+        use crate::contract::bindings::LookupKind;
+        use crate::contract::bindings::reconciler::{Lookup, LookupMatch};
+        use crate::contract::declarations::to_wit;
+        use crate::crd::{GroupKind, Reach};
+        use crate::reconcile::lookups::LookedUp;
+        use crate::reconcile::observe::Observation;
+        use k8s_openapi::api::core::v1::Namespace;
+
+        let namespaces = ApiResource::erase::<Namespace>(&());
+        let kind_of =
+            |res: &ApiResource| to_wit(&kube::core::GroupVersionKind::gvk(&res.group, &res.version, &res.kind));
+        let mut r = resolved(None);
+        r.children = vec![pods()];
+        r.cluster_scoped.insert(&namespaces);
+        r.lookups = vec![
+            (namespaces.clone(), LookupKind { kind: kind_of(&namespaces), patch: true }),
+            (deployments(), LookupKind { kind: kind_of(&deployments()), patch: true }),
+        ];
+        let mut made = DynamicObject::new("made", &deployments()).within("ns");
+        made.metadata.labels = Some([(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())].into());
+        let mut o = observed(podset(1), Vec::new());
+        for (res, obj) in [(namespaces.clone(), DynamicObject::new("team-a", &namespaces)), (deployments(), made)] {
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            let lookup = Lookup { kind: kind_of(&res), namespace: String::new(), match_: LookupMatch::Name(name) };
+            let seen = Observation { resource: Arc::new(res), object: Arc::new(obj.into()) };
+            o.looked_up.push(LookedUp { lookup, objects: vec![seen] });
+        }
+        let privileged = json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "team-a",
+            "labels": { "pod-security.kubernetes.io/enforce": "privileged" } } });
+        let plan = || Plan { applies: vec![privileged.clone()], ..Plan::default() };
+        let e = check(plan(), &o, &r).expect_err("a namespaced parent's policy, no grant");
+        assert!(matches!(e, Rejection::NotGranted { .. }), "{e}");
+        r.reach = Reach {
+            cluster_kinds: vec![GroupKind { group: String::new(), kind: "Namespace".into() }],
+            ..Reach::default()
+        };
+        assert_eq!(check(plan(), &o, &r).expect("granted").patches.len(), 1);
+
+        let child = json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "made",
+            "annotations": { "a": "b" } } });
+        let e = check(Plan { applies: vec![child], ..Plan::default() }, &o, &r).expect_err("the host's child");
+        assert!(matches!(e, Rejection::Reserved { .. }), "{e}");
     }
 
     #[test]

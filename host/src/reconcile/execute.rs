@@ -22,6 +22,7 @@ use crate::kubernetes::events::{Origin, event};
 use crate::kubernetes::ledger::{Entry, LedgerKind};
 use crate::kubernetes::object::Object;
 use crate::kubernetes::scope::api_for;
+use crate::kubernetes::store::controller_uid;
 use crate::reconcile::context::Context;
 use crate::reconcile::error::{ChildAction, Error, Result};
 use crate::registry::Admitted;
@@ -47,23 +48,35 @@ pub async fn execute(
     let parent_api: Api<Object> = api_for(&ctx.client, &observed.parent_resource, parent.namespace().as_deref());
     let manager = admitted.field_manager();
     let act = Act { ctx, observed, manager: &manager };
-    let patch = metadata(parent, admitted, waves::needs_teardown(&checked, observed));
-    if patch.as_ref().is_some_and(|p| p.adds_teardown) {
+    let teardown = waves::needs_teardown(&checked, observed);
+    if teardown {
+        // Before the finalizer it stands for; a no-op once the kinds are written.
         remember(ctx, admitted).await;
     }
+    let patch = metadata(parent, admitted, teardown);
+    // Cluster-scoped children go first (a Namespace before what goes in it), applies
+    // included: an apply of a child not there yet creates it, and one that meets an
+    // object the host did not make fails before anything is written into it.
+    let (cluster_applies, applies): (Vec<&Child>, Vec<&Child>) =
+        checked.applies.iter().partition(|c| c.key().namespace.is_empty());
+    let writes = async {
+        for child in &cluster_applies {
+            act.apply(child).await?;
+        }
+        act.create_all(&checked.creates).await
+    };
     // A finalizer must be in place before any child exists; the legacy annotation's
     // removal can be written alongside the children.
     let patched = if patch.as_ref().is_some_and(|p| p.adds_finalizer) {
         let patched = patch_metadata(&parent_api, parent, patch).await?;
-        act.create_all(&checked.creates).await?;
+        writes.await?;
         patched
     } else {
-        let (patched, created) =
-            tokio::join!(patch_metadata(&parent_api, parent, patch), act.create_all(&checked.creates));
+        let (patched, created) = tokio::join!(patch_metadata(&parent_api, parent, patch), writes);
         created?;
         patched?
     };
-    for child in &checked.applies {
+    for child in applies {
         act.apply(child).await?;
     }
     for object in &checked.patches {
@@ -105,8 +118,6 @@ pub async fn execute(
 struct MetadataPatch {
     patch: serde_json::Map<String, serde_json::Value>,
     adds_finalizer: bool,
-    /// The host's teardown finalizer is among those added.
-    adds_teardown: bool,
 }
 
 /// One metadata patch at most: the policy's finalizer and, for a parent whose children
@@ -118,7 +129,7 @@ fn metadata(parent: &Object, admitted: &Admitted, teardown: bool) -> Option<Meta
     if parent.annotations().contains_key(LEGACY_DIGEST_ANNOTATION) {
         patch.insert("annotations".into(), json!({ LEGACY_DIGEST_ANNOTATION: null }));
     }
-    let (mut adds_finalizer, mut adds_teardown) = (false, false);
+    let mut adds_finalizer = false;
     let teardown = teardown.then(|| waves::TEARDOWN_FINALIZER.to_string());
     let missing: Vec<String> = admitted
         .resolved
@@ -129,7 +140,6 @@ fn metadata(parent: &Object, admitted: &Admitted, teardown: bool) -> Option<Meta
         .cloned()
         .collect();
     if parent.metadata.deletion_timestamp.is_none() && !missing.is_empty() {
-        adds_teardown = teardown.as_ref().is_some_and(|t| missing.contains(t));
         let mut finalizers = parent.finalizers().to_vec();
         finalizers.extend(missing);
         patch.insert("finalizers".into(), json!(finalizers));
@@ -137,12 +147,13 @@ fn metadata(parent: &Object, admitted: &Admitted, teardown: bool) -> Option<Meta
         patch.insert("resourceVersion".into(), json!(parent.resource_version()));
         adds_finalizer = true;
     }
-    (!patch.is_empty()).then_some(MetadataPatch { patch, adds_finalizer, adds_teardown })
+    (!patch.is_empty()).then_some(MetadataPatch { patch, adds_finalizer })
 }
 
-/// Writes the parent kind and its policy's child kinds into the teardown ledger before
-/// the first teardown finalizer of the kind, so that an operator started later without
-/// the policy still tears its parents down. A ledger that cannot be written is said in
+/// Writes the parent kind and its policy's child kinds into the teardown ledger (those
+/// not written yet: the ledger remembers what it wrote), before the teardown finalizer
+/// they stand for, so that an operator started later without the policy still tears
+/// its parents down. A ledger that cannot be written is said in
 /// the log: only that later case is lost.
 async fn remember(ctx: &Context, admitted: &Admitted) {
     let Some(ledger) = &ctx.ledger else { return };
@@ -283,11 +294,27 @@ impl Act<'_> {
                 self.host_event(EventType::Normal, "SuccessfulCreate", "Create", note, Some(about));
                 Ok(())
             }
+            // Made by this parent a moment ago, its watch event not seen yet: not a failure.
+            Err(kube::Error::Api(s)) if s.reason == "AlreadyExists" && self.already_ours(child, &asked).await => {
+                tracing::debug!(child = %asked, "already created by this parent; not seen yet");
+                Ok(())
+            }
             Err(e) => {
                 let note = format!("Error creating {}: {}", kind.to_lowercase(), refusal(&e));
                 self.host_event(EventType::Warning, "FailedCreate", "Create", note, None);
                 Err(Error::Child { action: ChildAction::Create, key: child.key().to_string(), source: e })
             }
+        }
+    }
+
+    /// Whether the object holding `key`'s name is this parent's (by owner reference or
+    /// mark): a create that met it raced its own earlier one.
+    async fn already_ours(&self, child: &Child, key: &ChildKey) -> bool {
+        let uid = self.observed.parent.metadata.uid.as_deref().unwrap_or_default();
+        let api: Api<Object> = api_for(&self.ctx.client, &child.resource, Some(&key.namespace));
+        match api.get_opt(&key.name).await {
+            Ok(Some(existing)) => !uid.is_empty() && controller_uid(&existing) == Some(uid),
+            _ => false,
         }
     }
 

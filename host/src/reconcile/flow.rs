@@ -17,7 +17,7 @@ use super::decide::{self, Failed};
 use super::error::{Error, Result};
 use super::keys::ParentRef;
 use super::kind::KindContext;
-use super::observe::{self, Observed};
+use super::observe::{self, Marks, Observed};
 use super::{check, execute, status, waves};
 use crate::conditions::{POLICY_FAILED, RECONCILE_FAILED};
 use crate::kubernetes::events::{Origin, event};
@@ -100,13 +100,18 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
     if tearing_down {
         let policy_first = matches!(&selection, Selection::Ready(a)
             if a.resolved.finalizer.as_ref().is_some_and(|f| parent.finalizers().contains(f)));
+        if matches!(selection, Selection::Loading) {
+            // A policy loading (the operator just started) may have a finalizer to go first.
+            return Ok(Action::requeue(LOADING_RETRY));
+        }
         if !policy_first {
             if !until(ctx, kind.caches_for(&kind.teardown.children, &[]).synced()).await {
                 return Ok(Action::await_change());
             }
             let Some(parent) = kind.parents.get(key) else { return Ok(Action::await_change()) };
             let (resolved, caches) = (&kind.teardown, kind.as_ref());
-            let observed = observe::gather(parent, &kind.resource, resolved, caches, &ctx.expectations, None);
+            let observed =
+                observe::gather(parent, &kind.resource, resolved, caches, &ctx.expectations, None, Marks::Any);
             execute::teardown(ctx, &observed, waves::TEARDOWN_MANAGER).await?;
             return Ok(Action::await_change());
         }
@@ -173,7 +178,15 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
     }
 
     let memory = Some(kind.lookups.clone());
-    let observed = observe::gather(parent.clone(), &kind.resource, resolved, kind.as_ref(), &ctx.expectations, memory);
+    let observed = observe::gather(
+        parent.clone(),
+        &kind.resource,
+        resolved,
+        kind.as_ref(),
+        &ctx.expectations,
+        memory,
+        Marks::Granted,
+    );
     act(ctx, &admitted, observed).await.map(Action::requeue)
 }
 

@@ -8,9 +8,10 @@ use crate::kubernetes::object::Object;
 /// The parent's key: its kind, namespace and name.
 pub type ParentRef = ObjectRef<Object>;
 
-/// Names one child: its kind, namespace and name. A namespaced parent's children share
-/// its namespace; a cluster-scoped parent's are cluster-scoped or in namespaces it was
-/// granted, so the namespace is part of the key ("" for a cluster-scoped kind).
+/// Names one child: its kind, namespace and name. A namespaced parent's children are in
+/// its namespace unless the administrator granted others; a cluster-scoped parent's are
+/// cluster-scoped or in namespaces it was granted, so the namespace is part of the key
+/// ("" for a cluster-scoped kind).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ChildKey {
     pub api_version: String,

@@ -1,6 +1,7 @@
 //! What a reconcile observes: the parent, the children it controls and the related
 //! objects its policy selects (from the caches), and the work in flight.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -16,6 +17,7 @@ use super::lookups::{self, Answerer, LookedUp, LookupError, LookupIndex};
 use crate::contract::bindings::reconciler::Lookup;
 use crate::contract::declarations::{matches, related_selector};
 use crate::kubernetes::access::Resolved;
+use crate::kubernetes::mark::{Mark, has_controller_reference};
 use crate::kubernetes::object::Object;
 use crate::sandbox::Actions;
 
@@ -72,6 +74,17 @@ impl Observed {
     }
 }
 
+/// Which of a parent's marked children ([`crate::kubernetes::mark`]) are observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Marks {
+    /// Those where the policy's grant reaches: a decision sees no child its policy could
+    /// not have written, whoever marked it.
+    Granted,
+    /// Every one whose mark names the parent exactly: the host's teardown deletes what
+    /// the parent made wherever it is, and `policy record` reads what the operator could.
+    Any,
+}
+
 /// Gathers what `parent` looks like now, for the policy `resolved` describes. With a
 /// `memory` of lookups, the ones this parent's last decision named are answered.
 pub fn gather(
@@ -81,6 +94,7 @@ pub fn gather(
     caches: &impl Caches,
     expectations: &Expectations,
     memory: Option<Arc<LookupIndex>>,
+    marks: Marks,
 ) -> Observed {
     let uid = parent.uid().unwrap_or_default();
     let ns = parent.namespace().unwrap_or_default();
@@ -96,6 +110,7 @@ pub fn gather(
                 .map(|object| Observation { resource: cache.resource.clone(), object }),
         );
     }
+    marked(&mut children, &Mark::for_parent(parent_resource, &parent), resolved, marks);
     let mut related = Vec::new();
     for (resource, kind) in &resolved.related {
         let Some(selector) = related_selector(kind, parent.as_ref()) else { continue };
@@ -137,6 +152,33 @@ fn find<'a>(observations: &'a [Observation], key: &ChildKey) -> Option<&'a Obser
     observations
         .iter()
         .find(|c| c.resource.api_version == key.api_version && c.resource.kind == key.kind && key.names(&c.object))
+}
+
+/// Keeps, of the children found by their controller UID, those with an owner reference
+/// and those whose mark names `mark` exactly and, with [`Marks::Granted`], are where the
+/// grant reaches: a namespace it names or selects, one of the parent's own Namespace
+/// children (`owned`), or a cluster-scoped kind it was granted (checked at load).
+fn marked(children: &mut Vec<Observation>, mark: &Mark, resolved: &Resolved, marks: Marks) {
+    let referenced = |c: &Observation| has_controller_reference(&c.object.metadata);
+    children.retain(|c| referenced(c) || Mark::of(&c.object.metadata).as_ref() == Some(mark));
+    if marks == Marks::Any {
+        return;
+    }
+    let owned: BTreeSet<String> = if resolved.reach.namespaces.owned {
+        let namespaces = children.iter().filter(|c| c.resource.api_version == "v1" && c.resource.kind == "Namespace");
+        namespaces.map(|c| c.object.name_any()).collect()
+    } else {
+        BTreeSet::new()
+    };
+    children.retain(|c| {
+        let at = c.object.namespace().unwrap_or_default();
+        referenced(c)
+            || if at.is_empty() {
+                resolved.is_cluster_scoped(&c.resource)
+            } else {
+                at == mark.namespace || resolved.grants(&at) || owned.contains(&at)
+            }
+    });
 }
 
 /// `obj` as Events reference it.
@@ -251,9 +293,52 @@ mod tests {
         };
         resolved.related = vec![(pods(), related)];
         let parent = Arc::new(Object::from(podset(1)));
-        let observed = gather(parent, &podsets(), &resolved, &caches, &Expectations::default(), None);
+        let observed = gather(parent, &podsets(), &resolved, &caches, &Expectations::default(), None, Marks::Granted);
         let mut names: Vec<String> = observed.related.iter().map(|r| r.object.name_any()).collect();
         names.sort();
         assert_eq!(names, ["made-elsewhere", "made-here"]);
+    }
+
+    #[test]
+    fn a_marked_child_is_seen_where_the_grant_reaches_and_only_with_the_parents_exact_mark() {
+        use crate::crd::{NamespaceReach, Reach};
+        use crate::kubernetes::mark::Mark;
+
+        let cms = podset_test_support::objects::configmaps();
+        let caches = TwoCaches {
+            children: Arc::new(Watched::new(&cms, Scope::Children)),
+            unmanaged: Arc::new(Watched::new(&cms, Scope::Unmanaged)),
+        };
+        let parent = Arc::new(Object::from(podset(1)));
+        let mark = Mark::for_parent(&podsets(), &parent);
+        let put = |name: &str, ns: &str, mark: &Mark| {
+            let mut cm = kube::api::DynamicObject::new(name, &cms).within(ns);
+            mark.write(&mut cm.metadata);
+            caches.children.store.apply(Event::Apply(cm.into()));
+        };
+        put("granted", "shared", &mark);
+        put("not-granted", "kube-system", &mark);
+        // The parent's UID, another parent's name: forged.
+        put("forged", "shared", &Mark { name: "someone-else".into(), ..mark.clone() });
+        let mut resolved = super::fixtures::resolved(None);
+        resolved.children = vec![cms.clone()];
+        resolved.reach = Reach {
+            namespaces: NamespaceReach { names: vec!["shared".into()], ..Default::default() },
+            ..Default::default()
+        };
+        let names = |resolved: &Resolved, marks: Marks| {
+            let o = gather(parent.clone(), &podsets(), resolved, &caches, &Expectations::default(), None, marks);
+            let mut n: Vec<String> = o.children.iter().map(|c| c.object.name_any()).collect();
+            n.sort();
+            n
+        };
+        assert_eq!(names(&resolved, Marks::Granted), ["granted"]);
+        assert_eq!(
+            names(&resolved, Marks::Any),
+            ["granted", "not-granted"],
+            "the teardown reaches what the parent made"
+        );
+        resolved.reach = Reach::default();
+        assert!(names(&resolved, Marks::Granted).is_empty(), "a grant withdrawn hides what it allowed");
     }
 }

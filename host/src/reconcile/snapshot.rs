@@ -18,7 +18,7 @@ use kube::{Client, ResourceExt};
 
 use super::expectations::Expectations;
 use super::lookups::MAX_CALLS;
-use super::observe::{self, Caches};
+use super::observe::{self, Caches, Marks};
 use super::record::redact;
 use super::translate::input_for;
 use crate::contract::declarations::{kind_name, to_gvk};
@@ -127,8 +127,15 @@ pub async fn snapshot(
         listed.0.insert(key(resource), Arc::new(cache));
     }
     let parent = Arc::new(Object::from(parent));
-    let mut observed =
-        observe::gather(parent.clone(), &resolved.parent, &resolved, &listed, &Expectations::default(), None);
+    let mut observed = observe::gather(
+        parent.clone(),
+        &resolved.parent,
+        &resolved,
+        &listed,
+        &Expectations::default(),
+        None,
+        Marks::Any,
+    );
     // As a reconcile does: while the decision names lookups it had no answer to, answer
     // them from what was listed and call again. The file holds the last call.
     let mut calls = 0;

@@ -14,7 +14,7 @@ use super::keys::ChildKey;
 use super::observe::{Observation, Observed};
 use super::plan::{Checked, Child};
 use super::readiness::{READY_WHEN, ready, rules};
-use crate::kubernetes::mark::marked_uid;
+use crate::kubernetes::mark::{has_controller_reference, marked_uid};
 use crate::kubernetes::object::Object;
 
 /// The annotation that puts a child in a wave: a number, 0 when absent.
@@ -49,7 +49,7 @@ pub fn needs_teardown(checked: &Checked, observed: &Observed) -> bool {
     planned
         || observed.children.iter().any(|c| {
             wave_of_object(&c.object) > 0
-                || (c.object.metadata.owner_references.is_none() && marked_uid(&c.object.metadata).is_some())
+                || (!has_controller_reference(&c.object.metadata) && marked_uid(&c.object.metadata).is_some())
         })
 }
 

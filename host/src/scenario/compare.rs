@@ -8,9 +8,9 @@
 //!   PodSet world's `prefix`) and the object's content: the server's suffix is never
 //!   part of a decision;
 //! - objects and statuses compare as JSON values (key order and formatting do not
-//!   matter), ignoring what the host sets itself: a namespaced parent's child's
-//!   `metadata.namespace` (a cluster-scoped parent's children name theirs, so it
-//!   counts), `metadata.ownerReferences`, and the host's own conditions
+//!   matter), ignoring what the host sets itself: a child's `metadata.namespace` when it
+//!   is its namespaced parent's (another namespace is the policy's choice, and counts),
+//!   `metadata.ownerReferences`, and the host's own conditions
 //!   (`PolicyFailed`, `ReconcileFailed`, `WaitingForWave`) in a status;
 //! - applies and Events compare in order;
 //! - `requeue-after` is ignored: it changes when the next look happens, not what is done;
@@ -47,10 +47,10 @@ pub struct Normal {
     pub finalize: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lookups: Vec<Value>,
-    /// The decision is for a cluster-scoped parent: its children's namespaces are the
-    /// policy's choice, not the host's, and are compared.
+    /// The namespace of the parent the decision is for ("" when cluster-scoped): a
+    /// child's namespace is compared when it is another.
     #[serde(skip)]
-    pub cluster_scoped_parent: bool,
+    pub parent_namespace: String,
 }
 
 /// One side of a comparison: the decision, or why there was none.
@@ -76,7 +76,7 @@ impl Normal {
     /// The normal form of a world's actions, as a policy returned them for a parent in
     /// `parent_namespace` ("" when cluster-scoped).
     pub fn of_actions(actions: &Actions, parent_namespace: &str) -> Normal {
-        let mut n = Normal { cluster_scoped_parent: parent_namespace.is_empty(), ..Normal::default() };
+        let mut n = Normal { parent_namespace: parent_namespace.into(), ..Normal::default() };
         let Yaml::Sequence(list) = readable(actions) else { return n };
         for action in list {
             let Yaml::Tagged(t) = action else { continue };
@@ -105,7 +105,9 @@ impl Normal {
     pub fn normalise(mut self) -> Normal {
         for object in self.creates.iter_mut().chain(self.applies.iter_mut()) {
             if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-                if !self.cluster_scoped_parent {
+                let home = !self.parent_namespace.is_empty()
+                    && meta.get("namespace").and_then(Value::as_str) == Some(self.parent_namespace.as_str());
+                if home {
                     meta.remove("namespace");
                 }
                 meta.remove("ownerReferences");
@@ -213,8 +215,7 @@ mod tests {
     #[test]
     fn what_the_host_sets_is_ignored() {
         let mut owned = pod("x-");
-        owned["metadata"]["ownerReferences"] = json!([{"uid": "u"}]);
-        owned["metadata"]["namespace"] = json!("elsewhere");
+        owned["metadata"] = json!({ "generateName": "x-", "ownerReferences": [{"uid": "u"}] });
         let status = |extra: bool| {
             let mut c = vec![json!({"type": "Available", "status": "True"})];
             if extra {
@@ -222,8 +223,10 @@ mod tests {
             }
             json!({"replicas": 1, "conditions": c})
         };
-        let a = Normal { creates: vec![pod("x-")], status: Some(status(false)), ..Normal::default() }.normalise();
-        let b = Normal { creates: vec![owned], status: Some(status(true)), ..Normal::default() }.normalise();
+        // The parent's namespace, named by one side and left to the host by the other.
+        let at_a = |n: Normal| Normal { parent_namespace: "a".into(), ..n }.normalise();
+        let a = at_a(Normal { creates: vec![pod("x-")], status: Some(status(false)), ..Normal::default() });
+        let b = at_a(Normal { creates: vec![owned], status: Some(status(true)), ..Normal::default() });
         assert_eq!(compare(&Ok(a.clone()), &Ok(b), ("a", "b")), Outcome::Agree);
         // A different prefix or content is a difference.
         let c = Normal { creates: vec![pod("z-")], status: Some(status(false)), ..Normal::default() }.normalise();
@@ -233,17 +236,27 @@ mod tests {
     }
 
     #[test]
-    fn a_cluster_scoped_parents_children_compare_by_their_namespace() {
-        let placed = |ns: &str| {
+    fn a_childs_namespace_counts_unless_it_is_the_parents() {
+        let placed = |parent: &str, ns: Option<&str>| {
             let mut p = pod("x-");
-            p["metadata"]["namespace"] = json!(ns);
-            Normal { creates: vec![p], cluster_scoped_parent: true, ..Normal::default() }.normalise()
+            match ns {
+                Some(ns) => p["metadata"]["namespace"] = json!(ns),
+                None => p["metadata"] = json!({ "generateName": "x-" }),
+            }
+            Normal { creates: vec![p], parent_namespace: parent.into(), ..Normal::default() }.normalise()
         };
-        assert!(compare(&Ok(placed("acme")), &Ok(placed("acme")), ("a", "b")).agrees());
-        let Outcome::Differ { diff } = compare(&Ok(placed("acme")), &Ok(placed("other")), ("a", "b")) else {
+        // A cluster-scoped parent's children name theirs.
+        assert!(compare(&Ok(placed("", Some("acme"))), &Ok(placed("", Some("acme"))), ("a", "b")).agrees());
+        let Outcome::Differ { diff } =
+            compare(&Ok(placed("", Some("acme"))), &Ok(placed("", Some("other"))), ("a", "b"))
+        else {
             panic!("children in two namespaces agree")
         };
         assert!(diff.contains("acme") && diff.contains("other"), "{diff}");
+        // A namespaced parent's: its own namespace, named or not, is the same place.
+        assert!(compare(&Ok(placed("ns", Some("ns"))), &Ok(placed("ns", None)), ("a", "b")).agrees());
+        let elsewhere = compare(&Ok(placed("ns", Some("shared"))), &Ok(placed("ns", None)), ("a", "b"));
+        assert!(!elsewhere.agrees(), "a child written elsewhere is another decision");
     }
 
     #[test]

@@ -94,7 +94,10 @@ impl Sources {
 /// act on it, with what `reach` grants: only then may it decide anything.
 pub async fn admit(ctx: &Context, policy: Arc<Policy>, reach: &Reach) -> Result<Admitted, AccessError> {
     let labels = match reach.namespaces.selector {
-        Some(_) => Some(ctx.namespace_labels.get(&ctx.client, &ctx.shutdown).await),
+        Some(_) => {
+            access::may_read_namespaces(&ctx.client).await?;
+            Some(ctx.namespace_labels.get(&ctx.client, &ctx.shutdown).await)
+        }
         None => None,
     };
     let resolved = access::resolve(&ctx.client, ctx.namespace.as_deref(), policy.declarations(), reach, labels).await?;

@@ -18,7 +18,7 @@ use kube::client::Body;
 use podset_host::kubernetes::access::Resolved;
 use podset_host::metrics::Metrics;
 use podset_host::reconcile::expectations::InFlight;
-use podset_host::reconcile::observe::{Observation, Observed};
+use podset_host::reconcile::observe::{Marks, Observation, Observed};
 use podset_host::reconcile::status::DIGEST_FIELD;
 use podset_host::reconcile::{Context, ContextSettings, act};
 use podset_host::registry::Admitted;
@@ -378,7 +378,15 @@ mod lookups {
 
         fn observe(&self, parent: Arc<Object>) -> Observed {
             let (resolved, memory) = (&self.admitted.resolved, Some(self.memory.clone()));
-            observe::gather(parent, &reloads(), resolved, &self.caches, &Expectations::default(), memory)
+            observe::gather(
+                parent,
+                &reloads(),
+                resolved,
+                &self.caches,
+                &Expectations::default(),
+                memory,
+                Marks::Granted,
+            )
         }
 
         /// How many calls the policy took, and its plan's status.
