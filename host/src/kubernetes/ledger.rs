@@ -16,7 +16,7 @@ use kube::discovery;
 use kube::{Client, core::GroupVersionKind};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use tracing::warn;
+use tracing::{debug, warn};
 
 /// The ConfigMap's name.
 pub const LEDGER: &str = "podset-host-teardown";
@@ -89,17 +89,18 @@ impl Ledger {
     }
 
     /// Every entry written so far whose kinds the API server still serves (a parent kind
-    /// whose CRD is gone has no parent left to tear down).
+    /// whose CRD is gone has no parent left to tear down), each at the version the server
+    /// recommends now: a CRD moved to a new version keeps its entry.
     pub async fn load(&self, client: &Client) -> Result<Vec<Entry>, kube::Error> {
         let Some(cm) = self.api.get_opt(LEDGER).await? else { return Ok(Vec::new()) };
         let mut out = Vec::new();
         for (key, value) in cm.data.unwrap_or_default() {
             self.known.lock().insert(key.clone());
             match serde_json::from_str::<Entry>(&value) {
-                Ok(entry) if served(client, &entry.parent).await && served(client, &entry.child).await => {
-                    out.push(entry)
-                }
-                Ok(_) => {}
+                Ok(entry) => match (served(client, &entry.parent).await, served(client, &entry.child).await) {
+                    (Some(parent), Some(child)) => out.push(Entry { parent, child }),
+                    _ => debug!(key, "teardown ledger: a kind no longer served"),
+                },
                 Err(e) => warn!(key, "teardown ledger {}/{LEDGER}: an entry that does not parse: {e}", self.namespace),
             }
         }
@@ -150,8 +151,11 @@ impl Ledger {
     }
 }
 
-async fn served(client: &Client, kind: &LedgerKind) -> bool {
-    discovery::pinned_kind(client, &kind.gvk()).await.is_ok()
+/// `kind` at the version its group recommends now, if the server still serves it.
+async fn served(client: &Client, kind: &LedgerKind) -> Option<LedgerKind> {
+    let group = discovery::group(client, &kind.group).await.ok()?;
+    let (resource, _) = group.recommended_kind(&kind.kind)?;
+    Some(LedgerKind { version: resource.version, plural: resource.plural, ..kind.clone() })
 }
 
 #[cfg(test)]

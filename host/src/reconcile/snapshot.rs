@@ -174,7 +174,14 @@ async fn marked_elsewhere(
     let marked = ListParams::default().labels(&format!("{PARENT_UID_LABEL}={uid}"));
     match api.list(&marked).await {
         Ok(list) => Ok(list.items.into_iter().filter(|o| o.namespace().as_deref() != Some(namespace)).collect()),
-        Err(kube::Error::Api(s)) if s.code == 403 => Ok(Vec::new()),
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            tracing::warn!(
+                "cannot list {} cluster-wide ({}): children of this parent in other namespaces are left out of the input",
+                resource.plural,
+                s.message
+            );
+            Ok(Vec::new())
+        }
         Err(e) => Err(e),
     }
 }
