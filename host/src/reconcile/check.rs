@@ -63,6 +63,10 @@ pub enum Rejection {
     #[error("{key} is not a child this parent controls")]
     NotOwned { key: Box<ChildKey> },
     #[error(
+        "{key}: the parent is being deleted without the host's teardown finalizer, so a child where no owner reference can point would outlive it"
+    )]
+    Unguarded { key: Box<ChildKey> },
+    #[error(
         "{key}: a namespaced parent's policy patches objects of its own namespace; a cluster-scoped kind needs the administrator's grant (reach.clusterKinds)"
     )]
     NotGranted { key: Box<ChildKey> },
@@ -129,6 +133,7 @@ impl Rejection {
             Rejection::Ambiguous { .. } => "Ambiguous",
             Rejection::NotOwned { .. } => "NotOwned",
             Rejection::NotGranted { .. } => "NotGranted",
+            Rejection::Unguarded { .. } => "Unguarded",
             Rejection::InvalidSyntax { .. } => "InvalidSyntax",
             Rejection::Reserved { .. } => "Reserved",
             Rejection::Weakened { .. } => "WeakenedSecurityContext",
@@ -209,6 +214,9 @@ struct Parent {
     owner: OwnerReference,
     /// For a child an owner reference cannot point from.
     mark: Mark,
+    /// Being deleted without the host's teardown finalizer: nothing would delete a
+    /// marked child made now.
+    unguarded: bool,
     /// The parent's own namespaces, when the grant includes them: the `v1 Namespace`
     /// children it has or this decision creates or applies (they are created first,
     /// see execute.rs).
@@ -245,7 +253,9 @@ impl Parent {
                 }
             }
         }
-        Parent { namespace: p.namespace().unwrap_or_default(), owner, mark, owned_namespaces }
+        let unguarded =
+            p.metadata.deletion_timestamp.is_some() && !p.finalizers().iter().any(|f| f == waves::TEARDOWN_FINALIZER);
+        Parent { namespace: p.namespace().unwrap_or_default(), owner, mark, unguarded, owned_namespaces }
     }
 
     /// Whether an owner reference can tie a child in `namespace` ("" when
@@ -356,6 +366,8 @@ fn child(object: Value, mode: Mode, parent: &Parent, resolved: &Resolved) -> Res
     labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
     if parent.can_own(&key.namespace) {
         meta.owner_references = Some(vec![parent.owner.clone()]);
+    } else if parent.unguarded {
+        return Err(Rejection::Unguarded { key: Box::new(key) });
     } else {
         parent.mark.write(meta);
     }
@@ -923,6 +935,25 @@ mod tests {
             let checked = check(plan_creating(ns), &o, &granted()).expect("granted kind");
             assert_eq!(checked.creates[0].object.metadata.owner_references, None);
             assert_eq!(marked(&checked.creates[0]).0, Some("uid-web"));
+        }
+
+        #[test]
+        fn a_parent_being_deleted_makes_a_marked_child_only_while_the_teardown_holds_it() {
+            use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+            let deleting = |finalizers: Vec<String>| {
+                let mut ps = podset(1);
+                ps.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+                ps.metadata.finalizers = Some(finalizers);
+                observed(ps, Vec::new())
+            };
+            let elsewhere = || plan_creating(configmap("web-cm", json!({ "namespace": "shared" })));
+            let e = check(elsewhere(), &deleting(vec!["app.example.com/cleanup".into()]), &granted())
+                .expect_err("nothing would delete it");
+            assert!(matches!(e, Rejection::Unguarded { .. }), "{e}");
+            let held = deleting(vec![waves::TEARDOWN_FINALIZER.into()]);
+            assert!(check(elsewhere(), &held, &granted()).is_ok(), "the teardown will");
+            let home = plan_creating(configmap("web-cm", json!({})));
+            assert!(check(home, &deleting(Vec::new()), &granted()).is_ok(), "the GC will, by its owner reference");
         }
 
         #[test]
