@@ -912,7 +912,7 @@ async fn a_crash_after_every_write_of_a_three_wave_teardown_deletes_all_in_rever
             let podsets: Api<PodSet> = Api::namespaced(client.clone(), &ns);
             let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
             let mut ps = common::podset(NAME, 1);
-            ps.metadata.labels = Some([("fixture.podset.dev/attack".to_string(), "three-waves".to_string())].into());
+            ps.metadata.labels = Some([(common::ATTACK.to_string(), "three-waves".to_string())].into());
             podsets.create(&PostParams::default(), &ps).await.expect("create the PodSet");
             // The parent's ConfigMaps (not the namespace's own `kube-root-ca.crt`).
             let children = || async {

@@ -25,6 +25,23 @@ pub fn read_policy(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
+/// The label on a PodSet saying which attack (or benign behaviour) the hostile fixture
+/// (`fixtures/generic-hostile.wasm`) tries on it.
+pub const ATTACK: &str = "fixture.podset.dev/attack";
+
+/// The PodSets carrying [`ATTACK`]: the selector of a ReconcilePolicy serving the fixture.
+pub fn attackers() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+    LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: ATTACK.into(),
+            operator: "Exists".into(),
+            values: None,
+        }]),
+        match_labels: None,
+    }
+}
+
 /// Publishes `module` as ConfigMap `cm` (key `module.wasm`) in `ns` and points
 /// ReconcilePolicy `rp` at it, selecting the objects `selector` matches (creating or
 /// updating both).

@@ -123,16 +123,8 @@ pub fn scenarios(policy: &Policy, inputs: &[(String, Input)], budget: Duration) 
     let mut rows = Vec::new();
     for (name, input) in inputs {
         let actions = policy.decide(input)?.actions.len();
-        let s = sample(policy, input, budget, 100_000, || {})?;
-        let at = |q: f64| s.0[((s.0.len() - 1) as f64 * q).round() as usize];
-        rows.push(ScenarioRow {
-            scenario: name.clone(),
-            samples: s.0.len(),
-            p50: at(0.50),
-            p99: at(0.99),
-            max: at(1.0),
-            actions,
-        });
+        let (samples, p50, p99, max) = sample(policy, input, budget, 100_000, || {})?.quantiles();
+        rows.push(ScenarioRow { scenario: name.clone(), samples, p50, p99, max, actions });
     }
     Ok(rows)
 }
@@ -145,16 +137,7 @@ impl fmt::Display for ScenarioTable<'_> {
         writeln!(f, "| {:<width$} | actions | samples |      p50 |      p99 |      max |", "scenario")?;
         writeln!(f, "|:{}|--------:|--------:|---------:|---------:|---------:|", "-".repeat(width + 1))?;
         for r in self.0 {
-            writeln!(
-                f,
-                "| {:<width$} | {:>7} | {:>7} | {:>8} | {:>8} | {:>8} |",
-                r.scenario,
-                r.actions,
-                r.samples,
-                micros(r.p50),
-                micros(r.p99),
-                micros(r.max)
-            )?;
+            writeln!(f, "| {:<width$} | {} |", r.scenario, cells(r.actions, r.samples, [r.p50, r.p99, r.max]))?;
         }
         Ok(())
     }
@@ -176,9 +159,15 @@ fn sample(policy: &Policy, input: &Input, budget: Duration, max: usize, mut befo
 }
 
 impl Samples {
-    fn row(&self, pods: usize, workload: &'static str, actions: usize) -> Row {
+    /// How many, the median, the 99th percentile and the largest.
+    fn quantiles(&self) -> (usize, Duration, Duration, Duration) {
         let at = |q: f64| self.0[((self.0.len() - 1) as f64 * q).round() as usize];
-        Row { pods, workload, samples: self.0.len(), p50: at(0.50), p99: at(0.99), max: at(1.0), actions }
+        (self.0.len(), at(0.50), at(0.99), at(1.0))
+    }
+
+    fn row(&self, pods: usize, workload: &'static str, actions: usize) -> Row {
+        let (samples, p50, p99, max) = self.quantiles();
+        Row { pods, workload, samples, p50, p99, max, actions }
     }
 }
 
@@ -191,18 +180,20 @@ impl fmt::Display for Table<'_> {
         for r in self.0 {
             writeln!(
                 f,
-                "| {:>4} | {:<14} | {:>7} | {:>7} | {:>8} | {:>8} | {:>8} |",
+                "| {:>4} | {:<14} | {} |",
                 r.pods,
                 r.workload,
-                r.actions,
-                r.samples,
-                micros(r.p50),
-                micros(r.p99),
-                micros(r.max)
+                cells(r.actions, r.samples, [r.p50, r.p99, r.max])
             )?;
         }
         Ok(())
     }
+}
+
+/// The columns both tables end with: actions, samples, p50, p99, max.
+fn cells(actions: usize, samples: usize, times: [Duration; 3]) -> String {
+    let [p50, p99, max] = times.map(micros);
+    format!("{actions:>7} | {samples:>7} | {p50:>8} | {p99:>8} | {max:>8}")
 }
 
 fn micros(d: Duration) -> String {

@@ -6,26 +6,13 @@ use podset_test_support as common;
 
 use std::time::Duration;
 
-use common::{Env, eventually};
+use common::{ATTACK, Env, attackers, eventually};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, ListParams, PostParams};
 use podset_host::crd::{PodSet, ReconcilePolicy};
 
 const T: Duration = Duration::from_secs(60);
-const ATTACK: &str = "fixture.podset.dev/attack";
-
-/// The PodSets of `ns` carrying the attack label are decided by the hostile fixture.
-fn attackers() -> LabelSelector {
-    LabelSelector {
-        match_expressions: Some(vec![LabelSelectorRequirement {
-            key: ATTACK.into(),
-            operator: "Exists".into(),
-            values: None,
-        }]),
-        match_labels: None,
-    }
-}
 
 fn podset(name: &str, attack: &str) -> PodSet {
     let mut ps = common::podset(name, 1);

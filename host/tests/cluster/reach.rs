@@ -12,16 +12,15 @@ use podset_test_support as common;
 
 use std::time::Duration;
 
-use common::{Operator, eventually};
+use common::{ATTACK, Operator, attackers, eventually};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use podset_host::crd::{NamespaceReach, PodSet, Reach, ReconcilePolicy};
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(60);
-const ATTACK: &str = "fixture.podset.dev/attack";
 
 async fn label(client: &Client, namespace: &str, key: &str, value: &str) {
     let patch = json!({ "metadata": { "labels": { key: value } } });
@@ -38,17 +37,6 @@ fn podset(name: &str, to: &str) -> PodSet {
         [(ATTACK.to_string(), "elsewhere".to_string()), ("fixture.podset.dev/to".to_string(), to.to_string())].into(),
     );
     ps
-}
-
-fn attackers() -> LabelSelector {
-    LabelSelector {
-        match_expressions: Some(vec![LabelSelectorRequirement {
-            key: ATTACK.into(),
-            operator: "Exists".into(),
-            values: None,
-        }]),
-        match_labels: None,
-    }
 }
 
 /// The host's `PolicyFailed` or `ReconcileFailed` condition on `name`: (reason, message).
