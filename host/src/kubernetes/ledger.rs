@@ -45,8 +45,7 @@ impl LedgerKind {
     }
 
     pub fn resource(&self) -> ApiResource {
-        let gvk = GroupVersionKind::gvk(&self.group, &self.version, &self.kind);
-        ApiResource::from_gvk_with_plural(&gvk, &self.plural)
+        ApiResource::from_gvk_with_plural(&self.gvk(), &self.plural)
     }
 
     pub fn gvk(&self) -> GroupVersionKind {
@@ -113,8 +112,9 @@ impl Ledger {
             let known = self.known.lock();
             entries
                 .iter()
-                .filter(|e| !known.contains(&e.key()))
-                .map(|e| (e.key(), serde_json::to_string(e).unwrap_or_default()))
+                .map(|e| (e.key(), e))
+                .filter(|(key, _)| !known.contains(key))
+                .map(|(key, e)| (key, serde_json::to_string(e).unwrap_or_default()))
                 .collect()
         };
         if new.is_empty() {

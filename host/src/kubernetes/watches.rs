@@ -258,28 +258,39 @@ async fn run(api: Api<Object>, scope: Scope, watched: Arc<Watched>, stop: Cancel
 
 #[cfg(test)]
 mod tests {
-    use futures::channel::mpsc::unbounded;
+    use futures::channel::mpsc::{UnboundedReceiver, unbounded};
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
     use kube::api::DynamicObject;
 
     use super::*;
 
-    #[test]
-    fn a_child_terminating_or_gone_reaches_its_controller_at_once_and_the_rest_after_a_while() {
-        let parent = ApiResource::erase::<crate::crd::PodSet>(&());
-        let pods = ApiResource::erase::<Pod>(&());
-        let watched = Watched::new(&pods, Scope::Children);
-        let (notify, mut gathered) = unbounded();
-        let (at_once, mut now) = unbounded();
+    /// A children watch of `resource` routing to controllers of `parent`: what it
+    /// gathers, and what it sends at once.
+    fn routed(
+        parent: &ApiResource,
+        resource: &ApiResource,
+        parent_namespaced: bool,
+    ) -> (Watched, UnboundedReceiver<ObjectRef<Object>>, UnboundedReceiver<ObjectRef<Object>>) {
+        let watched = Watched::new(resource, Scope::Children);
+        let (notify, gathered) = unbounded();
+        let (at_once, now) = unbounded();
         let on_child: ChildSeen = Box::new(|_, _, _, _| {});
         watched.add_route(Arc::new(Route {
             parent: parent.clone(),
-            parent_namespaced: true,
+            parent_namespaced,
             notify,
             at_once,
             via: Via::Controller { on_child },
         }));
+        (watched, gathered, now)
+    }
+
+    #[test]
+    fn a_child_terminating_or_gone_reaches_its_controller_at_once_and_the_rest_after_a_while() {
+        let parent = ApiResource::erase::<crate::crd::PodSet>(&());
+        let pods = ApiResource::erase::<Pod>(&());
+        let (watched, mut gathered, mut now) = routed(&parent, &pods, true);
         let mut pod = DynamicObject::new("web-a", &pods).within("ns");
         pod.metadata.owner_references = Some(vec![OwnerReference {
             api_version: parent.api_version.clone(),
@@ -307,17 +318,7 @@ mod tests {
     fn a_child_anywhere_reaches_its_cluster_scoped_parent() {
         let parent = podset_test_support::objects::tenants();
         let configmaps = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
-        let watched = Watched::new(&configmaps, Scope::Children);
-        let (notify, mut gathered) = unbounded();
-        let (at_once, _now) = unbounded();
-        let on_child: ChildSeen = Box::new(|_, _, _, _| {});
-        watched.add_route(Arc::new(Route {
-            parent: parent.clone(),
-            parent_namespaced: false,
-            notify,
-            at_once,
-            via: Via::Controller { on_child },
-        }));
+        let (watched, mut gathered, _now) = routed(&parent, &configmaps, false);
         let owner = OwnerReference {
             api_version: parent.api_version.clone(),
             kind: parent.kind.clone(),
@@ -339,17 +340,7 @@ mod tests {
     fn a_marked_child_reaches_its_parent_in_the_namespace_the_mark_names() {
         let parent = ApiResource::erase::<crate::crd::PodSet>(&());
         let configmaps = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
-        let watched = Watched::new(&configmaps, Scope::Children);
-        let (notify, mut gathered) = unbounded();
-        let (at_once, _now) = unbounded();
-        let on_child: ChildSeen = Box::new(|_, _, _, _| {});
-        watched.add_route(Arc::new(Route {
-            parent: parent.clone(),
-            parent_namespaced: true,
-            notify,
-            at_once,
-            via: Via::Controller { on_child },
-        }));
+        let (watched, mut gathered, _now) = routed(&parent, &configmaps, true);
         let mark = Mark {
             api_version: parent.api_version.clone(),
             kind: parent.kind.clone(),
