@@ -92,6 +92,31 @@ fn resource_of(path: &str) -> String {
     }
 }
 
+/// Whether a write that failed with `e` may have been applied though its answer never
+/// came: the request went out and no answer, or a timeout (504), came back. A refused
+/// connection sent nothing. (The ReplicaSet controller likewise takes a timed-out create
+/// as made.)
+pub fn answer_lost(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => status.reason == "Timeout",
+        kube::Error::Service(source) => !never_sent(source.as_ref()),
+        kube::Error::HyperError(_) | kube::Error::ReadEvents(_) | kube::Error::SerdeError(_) => true,
+        _ => false,
+    }
+}
+
+/// Whether `e`, or an error under it, is the HTTP client failing to connect.
+fn never_sent(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(client) = err.downcast_ref::<hyper_util::client::legacy::Error>() {
+            return client.is_connect();
+        }
+        next = err.source();
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -104,5 +129,37 @@ mod tests {
         );
         assert_eq!(super::resource_of("/apis/events.k8s.io/v1/namespaces/a/events"), "events");
         assert_eq!(super::resource_of("/api/v1/nodes"), "nodes");
+    }
+
+    /// A write to `addr` through a kube client, as the host sends one.
+    async fn create_at(addr: std::net::SocketAddr) -> kube::Error {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let config = kube::Config::new(format!("http://{addr}").parse().expect("a URL"));
+        let client = kube::Client::try_from(config).expect("a client");
+        let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, "ns");
+        api.create(&Default::default(), &ConfigMap::default()).await.expect_err("nothing answers")
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_sent_nothing() {
+        let addr = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port");
+        let e = create_at(addr).await;
+        assert!(!super::answer_lost(&e), "{e}: never sent, so never applied");
+    }
+
+    #[tokio::test]
+    async fn a_connection_closed_after_the_request_may_have_applied_it() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a listener");
+        let addr = listener.local_addr().expect("its address");
+        let server = tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let (mut conn, _) = listener.accept().await.expect("the client connects");
+            // Read the request, then hang up without an answer.
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf).await;
+        });
+        let e = create_at(addr).await;
+        server.await.expect("the server task");
+        assert!(super::answer_lost(&e), "{e}: sent, and no answer came");
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use kube::api::ApiResource;
 
+use super::keys::ChildKey;
 use crate::kubernetes::object::Object;
 use crate::kubernetes::watches::Watched;
 
@@ -14,6 +15,18 @@ use crate::kubernetes::watches::Watched;
 pub struct Observation {
     pub resource: Arc<ApiResource>,
     pub object: Arc<Object>,
+}
+
+impl Observation {
+    /// The key naming this object.
+    pub fn key(&self) -> ChildKey {
+        let meta = &self.object.metadata;
+        ChildKey::new(
+            &self.resource,
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    }
 }
 
 /// The caches a reconcile reads, by the resource they hold.

@@ -1,3 +1,4 @@
+use crate::kubernetes::client::answer_lost;
 use crate::reconcile::check::Rejection;
 use crate::sandbox;
 
@@ -76,6 +77,12 @@ impl Error {
             Error::NoPolicy(_) => "NoPolicy",
             Error::Internal(_) => "internal",
         }
+    }
+
+    /// Whether a child's write may have been applied though its answer never came
+    /// ([`answer_lost`]).
+    pub fn answer_lost(&self) -> bool {
+        matches!(self, Error::Child { source, .. } if answer_lost(source))
     }
 }
 

@@ -3,6 +3,7 @@
 //! precondition, the policy's Events, the status (with the digest that decided) when
 //! it changed, and the finalizer's removal when the policy is done.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -266,11 +267,36 @@ impl Act<'_> {
     async fn create_batches(&self, creates: &[&Child]) -> Result<()> {
         let mut batch = 1;
         let mut rest = creates;
+        let mut made = HashSet::new();
         while !rest.is_empty() {
             let (now, later) = rest.split_at(batch.min(rest.len()));
             let results = join_all(now.iter().map(|c| self.create(c))).await;
-            if let Some(err) = results.into_iter().find_map(Result::err) {
-                return Err(err);
+            let mut failed = None;
+            let mut unanswered = Vec::new();
+            for (child, result) in now.iter().zip(results) {
+                match result {
+                    Ok(key) => {
+                        made.insert(key);
+                    }
+                    Err(e) => {
+                        // A named child cannot be made twice (AlreadyExists); one named by
+                        // the server can, under a name never learnt.
+                        let meta = &child.object.metadata;
+                        if let (true, None, Some(prefix)) = (e.answer_lost(), &meta.name, &meta.generate_name) {
+                            unanswered.push(ChildKey { name: prefix.clone(), ..child.key() });
+                        }
+                        failed.get_or_insert(e);
+                    }
+                }
+            }
+            // After the whole batch: its siblings' names are known, so none of them can
+            // be taken for the child an unanswered create may have made.
+            for asked in unanswered {
+                let known = self.known_children(&made);
+                self.ctx.expectations.expect_unanswered_creation(&self.observed.parent_ref(), asked, known);
+            }
+            if let Some(e) = failed {
+                return Err(e);
             }
             rest = later;
             batch *= 2;
@@ -278,7 +304,16 @@ impl Act<'_> {
         Ok(())
     }
 
-    async fn create(&self, child: &Child) -> Result<()> {
+    /// Every child the parent has (observed), has asked for (in flight) or made in this
+    /// reconcile (`made`).
+    fn known_children(&self, made: &HashSet<ChildKey>) -> HashSet<ChildKey> {
+        let observed = self.observed.children.iter().map(|c| c.key());
+        let asked = self.observed.in_flight.creations.iter().cloned();
+        observed.chain(asked).chain(made.iter().cloned()).collect()
+    }
+
+    /// Creates `child`; returns the key of what the API server made.
+    async fn create(&self, child: &Child) -> Result<ChildKey> {
         let pp = PostParams { field_manager: Some(self.manager.into()), ..PostParams::default() };
         let kind = &child.resource.kind;
         let asked = child.key();
@@ -292,12 +327,12 @@ impl Act<'_> {
                 let about = reference(&child.resource, &key, &created.uid().unwrap_or_default());
                 let note = format!("Created {}: {}", kind.to_lowercase(), key.name);
                 self.host_event(EventType::Normal, "SuccessfulCreate", "Create", note, Some(about));
-                Ok(())
+                Ok(key)
             }
             // Made by this parent a moment ago, its watch event not seen yet: not a failure.
             Err(kube::Error::Api(s)) if s.reason == "AlreadyExists" && self.already_ours(child, &asked).await => {
                 tracing::debug!(child = %asked, "already created by this parent; not seen yet");
-                Ok(())
+                Ok(asked)
             }
             Err(e) => {
                 let note = format!("Error creating {}: {}", kind.to_lowercase(), refusal(&e));
@@ -323,7 +358,7 @@ impl Act<'_> {
     /// someone else owns; a create fails on it.
     async fn apply(&self, child: &Child) -> Result<()> {
         if self.observed.child(&child.key()).is_none() {
-            return self.create(child).await;
+            return self.create(child).await.map(drop);
         }
         let key = child.key();
         let name = &key.name;
