@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help run check docs test fuzz-cluster image policy policy-crate fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
+.PHONY: help run check docs test ts-bindings fuzz-cluster image policy policy-crate fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ lint: ## cargo fmt --check and clippy -D warnings
 docs: ## Regenerate docs/reference/{cli,metrics}.md from the binary (a test fails when they drift)
 	@cargo run -q -p podset-host -- reference cli > docs/reference/cli.md
 	@cargo run -q -p podset-host -- reference metrics > docs/reference/metrics.md
+
+ts-bindings: ## Regenerate the TypeScript SDK's contract types (policy-sdk-ts/src/generated/) from wit/
+	@. hack/lib.sh && ts_deps && node policy-sdk-ts/generate.mjs
 
 manifests: ## Regenerate manifests/crd/ from the Rust types (the host's and each policy's)
 	@cargo run -q -p podset-host -- crd > manifests/crd/podset-host.yaml

@@ -50,16 +50,45 @@ tests() {
   hack/deps.sh check
   hack/policy.sh --fixtures >/dev/null
 
+  typescript
+
   phase "unit tests, import layers, in-process tests"
   local results=${CHECK_RESULTS:-/dev/null}
   cargo test -q "${unit[@]}" 2>&1 | tee -a "$results"
 
   phase "policy scenarios on the compiled components"
-  local dir name
+  local dir name scenarios
   for dir in guest-*/; do
     name=$(basename "$dir")
-    target/debug/podset-host policy test "target/policy/${name#guest-}.wasm" "$dir"scenarios/*.yaml | tee -a "$results" | tail -1
+    # A policy in another language passes its Rust twin's scenarios (guest-NAME-ts/:
+    # guest-NAME/scenarios/), unless it has its own.
+    scenarios="$dir"scenarios
+    [ -d "$scenarios" ] || scenarios="${dir%-ts/}/scenarios"
+    target/debug/podset-host policy test "target/policy/${name#guest-}.wasm" "$scenarios"/*.yaml | tee -a "$results" | tail -1
   done
+}
+
+# The TypeScript SDK and policies: their types still those of wit/, `tsc --strict`, their
+# native tests (`node --test`, each test file bundled by rolldown), their components.
+typescript() {
+  phase "TypeScript: contract types, tsc --strict, node --test, components"
+  ts_deps
+  local generated
+  generated=$(mktemp -d)
+  node policy-sdk-ts/generate.mjs "$generated"
+  diff -r "$generated" policy-sdk-ts/src/generated >/dev/null \
+    || { rm -rf "$generated"; die "policy-sdk-ts/src/generated/ is out of date with wit/: run make ts-bindings"; }
+  rm -rf "$generated"
+  node_modules/.bin/tsc -p tsconfig.json || die "tsc --strict failed (above)"
+  rm -rf target/ts-test && mkdir -p target/ts-test
+  local test
+  for test in policy-sdk-ts/test/*.test.ts guest-*-ts/test/*.test.ts; do
+    [ -f "$test" ] || continue
+    node policy-sdk-ts/bundle.mjs --node "$test" "target/ts-test/$(dirname "$test" | cut -d/ -f1)-$(basename "${test%.ts}").mjs"
+  done
+  node --test target/ts-test/ 2>&1 | tee -a "${CHECK_RESULTS:-/dev/null}" | tail -8
+  [ "${PIPESTATUS[0]}" = 0 ] || die "TypeScript tests failed (above)"
+  hack/policy.sh --typescript >/dev/null
 }
 
 started=$(date +%s)

@@ -39,6 +39,10 @@ NODE_PACKAGES=(containerd runc containernetworking-plugins iproute2 iptables gcc
 # pushes them and copies tags in the registry tests.
 IMAGE_PACKAGES=(busybox-static memcached iperf3 gcc libc6-dev skopeo)
 
+# Node.js and npm, for the TypeScript policies (hack/policy.sh --typescript), when the
+# machine has none.
+NODE_JS_PACKAGES=(nodejs npm)
+
 # rustup_has_wasm32: the rustup toolchain can build policies itself (no Debian rustc-web).
 rustup_has_wasm32() { rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; }
 
@@ -166,3 +170,17 @@ for n in names:
     print("--test"); print(n)
 ' "$@"
 }
+
+# ts_deps: the TypeScript toolchain of package-lock.json (jco with its QuickJS backend,
+# rolldown, tsc) in node_modules/, installed by `npm ci` from the npm registry (cached
+# in ~/.npm) when node_modules/ is missing or older than the lock. Idempotent.
+ts_deps() {
+  command -v node >/dev/null && command -v npm >/dev/null || apt_install "${NODE_JS_PACKAGES[@]}"
+  local stamp="$ROOT/node_modules/.package-lock.json"
+  if [ ! -f "$stamp" ] || [ "$ROOT/package-lock.json" -nt "$stamp" ]; then
+    log "installing the TypeScript toolchain (npm ci: jco, rolldown, typescript)"
+    (cd "$ROOT" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error >/dev/null) \
+      || die "npm ci failed (the TypeScript toolchain of package-lock.json)"
+  fi
+}
+

@@ -132,6 +132,7 @@ echo "make test: $(($(date +%s) - started)) s"
 # One closing line for the whole run: every cargo test binary and the scenarios.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      /^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 }
+     /^# pass [0-9]+$/ { p += $3 } /^# fail [0-9]+$/ { f += $3 }
      END { printf "total: %d passed, %d failed\n", p, f }' "$results"
 [ "$static" = 0 ] || die "clippy, rustdoc or the scaffold test failed (their log is above)"
 [ "$tests" = 0 ] && [ "$faults" = 0 ] && [ "$images" = 0 ] && [ "$bench" = 0 ] || die "tests failed"

@@ -2,6 +2,7 @@
 //! the reconciler against an in-process API seam, and the policy's properties.
 
 mod docs;
+mod languages;
 mod layers;
 #[cfg(feature = "native-podset")]
 mod policy_properties;
