@@ -20,12 +20,7 @@ pub struct Observation {
 impl Observation {
     /// The key naming this object.
     pub fn key(&self) -> ChildKey {
-        let meta = &self.object.metadata;
-        ChildKey::new(
-            &self.resource,
-            meta.namespace.as_deref().unwrap_or_default(),
-            meta.name.as_deref().unwrap_or_default(),
-        )
+        ChildKey::of_meta(&self.resource, &self.object.metadata)
     }
 }
 

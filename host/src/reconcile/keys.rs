@@ -1,5 +1,6 @@
 //! The keys the reconciler files its work under: a parent, and one of its children.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
 use kube::runtime::reflector::ObjectRef;
 
@@ -28,6 +29,11 @@ impl ChildKey {
             namespace: namespace.into(),
             name: name.into(),
         }
+    }
+
+    /// The key of the object of `resource` with this `metadata` (its namespace and name).
+    pub fn of_meta(resource: &ApiResource, meta: &ObjectMeta) -> Self {
+        ChildKey::new(resource, meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default())
     }
 
     /// The key of a child of `kind` (`apiVersion`, `kind`) named `name` in `namespace`.
