@@ -42,8 +42,8 @@ docs: ## Regenerate docs/reference/{cli,metrics}.md from the binary (a test fail
 	@cargo run -q -p podset-host -- reference cli > docs/reference/cli.md
 	@cargo run -q -p podset-host -- reference metrics > docs/reference/metrics.md
 
-ts-bindings: ## Regenerate the TypeScript SDK's contract types (policy-sdk-ts/src/generated/) from wit/
-	@. hack/lib.sh && ts_deps && node policy-sdk-ts/generate.mjs
+ts-bindings: ## Regenerate the TypeScript SDK's contract types (typescript/policy-sdk/src/generated/) from wit/
+	@. hack/lib.sh && ts_deps && node typescript/policy-sdk/generate.mjs
 
 manifests: ## Regenerate manifests/crd/ from the Rust types (the host's and each policy's)
 	@cargo run -q -p podset-host -- crd > manifests/crd/podset-host.yaml

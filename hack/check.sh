@@ -60,11 +60,15 @@ tests() {
   local dir name scenarios
   for dir in guest-*/; do
     name=$(basename "$dir")
-    # A policy in another language passes its Rust twin's scenarios (guest-NAME-ts/:
-    # guest-NAME/scenarios/), unless it has its own.
+    target/debug/podset-host policy test "target/policy/${name#guest-}.wasm" "$dir"scenarios/*.yaml | tee -a "$results" | tail -1
+  done
+  # A policy in another language passes its Rust twin's scenarios (typescript/guest-NAME/:
+  # guest-NAME/scenarios/), unless it has its own.
+  for dir in typescript/guest-*/; do
+    name=$(basename "$dir")
     scenarios="$dir"scenarios
-    [ -d "$scenarios" ] || scenarios="${dir%-ts/}/scenarios"
-    target/debug/podset-host policy test "target/policy/${name#guest-}.wasm" "$scenarios"/*.yaml | tee -a "$results" | tail -1
+    [ -d "$scenarios" ] || scenarios="$name/scenarios"
+    target/debug/podset-host policy test "target/policy/${name#guest-}-ts.wasm" "$scenarios"/*.yaml | tee -a "$results" | tail -1
   done
 }
 
@@ -75,16 +79,15 @@ typescript() {
   ts_deps
   local generated
   generated=$(mktemp -d)
-  node policy-sdk-ts/generate.mjs "$generated"
-  diff -r "$generated" policy-sdk-ts/src/generated >/dev/null \
-    || { rm -rf "$generated"; die "policy-sdk-ts/src/generated/ is out of date with wit/: run make ts-bindings"; }
+  node typescript/policy-sdk/generate.mjs "$generated"
+  diff -r "$generated" typescript/policy-sdk/src/generated >/dev/null \
+    || { rm -rf "$generated"; die "typescript/policy-sdk/src/generated/ is out of date with wit/: run make ts-bindings"; }
   rm -rf "$generated"
   node_modules/.bin/tsc -p tsconfig.json || die "tsc --strict failed (above)"
   rm -rf target/ts-test && mkdir -p target/ts-test
   local test
-  for test in policy-sdk-ts/test/*.test.ts guest-*-ts/test/*.test.ts; do
-    [ -f "$test" ] || continue
-    node policy-sdk-ts/bundle.mjs --node "$test" "target/ts-test/$(dirname "$test" | cut -d/ -f1)-$(basename "${test%.ts}").mjs"
+  for test in typescript/*/test/*.test.ts; do
+    node typescript/policy-sdk/bundle.mjs --node "$test" "target/ts-test/$(dirname "$test" | cut -d/ -f2)-$(basename "${test%.ts}").mjs"
   done
   node --test target/ts-test/ 2>&1 | tee -a "${CHECK_RESULTS:-/dev/null}" | tail -8
   [ "${PIPESTATUS[0]}" = 0 ] || die "TypeScript tests failed (above)"

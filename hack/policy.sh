@@ -2,7 +2,7 @@
 # Builds the default policy components (every guest-NAME/ crate ->
 # target/policy/NAME.wasm) and, with --fixtures, the hostile test policies
 # (target/policy/fixtures/*.wasm); with --typescript, the TypeScript policies (every
-# guest-NAME-ts/ package -> target/policy/NAME-ts.wasm: rolldown bundles
+# typescript/guest-NAME/ package -> target/policy/NAME-ts.wasm: rolldown bundles
 # src/component.ts, jco componentizes it with its QuickJS backend).
 #
 # Uses the rustup toolchain when it has the wasm32-unknown-unknown target; otherwise
@@ -33,7 +33,7 @@ build_ts_entry() {
   local entry=$1 out=$2 work
   work="$ROOT/target/ts-build/$(basename "$(dirname "$(dirname "$entry")")")-$(basename "${entry%.ts}")"
   mkdir -p "$work"
-  node "$ROOT/policy-sdk-ts/bundle.mjs" "$entry" "$work/component.js" || die "bundling $entry failed"
+  node "$ROOT/typescript/policy-sdk/bundle.mjs" "$entry" "$work/component.js" || die "bundling $entry failed"
   # jco reads its source relative to the working directory. QuickJS, not StarlingMonkey:
   # 1.6 MiB and ~0.1 ms a decision, against 11 MiB (over the module cap) and 20x slower
   # (measured 2026-11-26). Every WASI import is stubbed: the component imports only `log`.
@@ -55,13 +55,12 @@ if [ "${TYPESCRIPT:-0}" = 1 ] || { [ -n "$CRATE" ] && [ -f "$CRATE/package.json"
     log "target/policy/${pkg#guest-}.wasm: $(stat -c %s "$OUT/${pkg#guest-}.wasm") bytes"
     exit 0
   fi
-  for dir in "$ROOT"/guest-*/; do
-    [ -f "$dir/package.json" ] || continue
+  for dir in "$ROOT"/typescript/guest-*/; do
     name=$(basename "$dir")
-    out="$OUT/${name#guest-}.wasm"
-    [ -f "$out" ] && [ -z "$(find "$dir" "$ROOT/policy-sdk-ts" "$ROOT/wit" "$ROOT/package-lock.json" -newer "$out" \
+    out="$OUT/${name#guest-}-ts.wasm"
+    [ -f "$out" ] && [ -z "$(find "$dir" "$ROOT/typescript/policy-sdk" "$ROOT/wit" "$ROOT/package-lock.json" -newer "$out" \
       -print -quit 2>/dev/null)" ] || build_ts "${dir%/}" "$out"
-    log "target/policy/${name#guest-}.wasm: $(stat -c %s "$out") bytes"
+    log "target/policy/${name#guest-}-ts.wasm: $(stat -c %s "$out") bytes"
   done
   exit 0
 fi
@@ -124,7 +123,6 @@ fi
 
 # Every guest-NAME/ crate is a default policy: target/policy/NAME.wasm.
 for dir in "$ROOT"/guest-*/; do
-  [ -f "$dir/Cargo.toml" ] || continue
   name=$(basename "$dir")
   up_to_date "$OUT/${name#guest-}.wasm" "$dir" || build "$name" "" "$OUT/${name#guest-}.wasm"
   log "target/policy/${name#guest-}.wasm: $(stat -c %s "$OUT/${name#guest-}.wasm") bytes"
@@ -145,7 +143,7 @@ if [ "$FIXTURES" = 1 ]; then
   # randomness (the in-process determinism test).
   "$0" --typescript
   clock="$OUT/fixtures/ts-clock-reader.wasm"
-  [ -f "$clock" ] && [ -z "$(find "$ROOT/policy-sdk-ts" "$ROOT/wit" -newer "$clock" -print -quit)" ] \
-    || build_ts_entry "$ROOT/policy-sdk-ts/test/fixtures/clock-reader.ts" "$clock"
+  [ -f "$clock" ] && [ -z "$(find "$ROOT/typescript/policy-sdk" "$ROOT/wit" -newer "$clock" -print -quit)" ] \
+    || build_ts_entry "$ROOT/typescript/policy-sdk/test/fixtures/clock-reader.ts" "$clock"
   log "fixtures: $(cd "$OUT/fixtures" && ls | tr '\n' ' ')"
 fi

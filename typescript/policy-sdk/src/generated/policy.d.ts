@@ -1,4 +1,4 @@
-// Generated from wit/policy.wit by policy-sdk-ts/generate.mjs: do not edit.
+// Generated from wit/policy.wit by typescript/policy-sdk/generate.mjs: do not edit.
 /// <reference path="./interfaces/podset-policy-identity.d.ts" />
 /// <reference path="./interfaces/podset-policy-log.d.ts" />
 /// <reference path="./interfaces/podset-policy-reconciler.d.ts" />

@@ -1,5 +1,5 @@
 // Generates the TypeScript types of the contract from wit/policy.wit (the single source
-// of truth) into src/generated/: `node policy-sdk-ts/generate.mjs [OUT_DIR]`. `make
+// of truth) into src/generated/: `node typescript/policy-sdk/generate.mjs [OUT_DIR]`. `make
 // check` regenerates them into a temporary directory and fails on any difference.
 //
 // The WIT is passed as source text: jco 1.35's path-based `guest-types` fails here to
@@ -12,7 +12,7 @@ import { createRequire } from 'node:module';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const out = process.argv[2] ?? join(here, 'src/generated');
-const source = readFileSync(join(here, '../wit/policy.wit'), 'utf8');
+const source = readFileSync(join(here, '../../wit/policy.wit'), 'utf8');
 const contract = /^package podset:policy@([0-9.]+);/m.exec(source)?.[1];
 if (!contract) throw new Error('wit/policy.wit names no `package podset:policy@VERSION;`');
 
@@ -23,7 +23,7 @@ while (!existsSync(join(transpile, 'package.json'))) transpile = dirname(transpi
 const bindgen = await import(join(transpile, 'vendor/js-component-bindgen-component.js'));
 await bindgen.$init;
 
-const header = '// Generated from wit/policy.wit by policy-sdk-ts/generate.mjs: do not edit.\n';
+const header = '// Generated from wit/policy.wit by typescript/policy-sdk/generate.mjs: do not edit.\n';
 const files = bindgen.generateTypes('policy', {
   wit: { tag: 'source', val: source },
   world: 'reconcile-policy',

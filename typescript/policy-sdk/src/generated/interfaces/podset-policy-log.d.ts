@@ -1,4 +1,4 @@
-// Generated from wit/policy.wit by policy-sdk-ts/generate.mjs: do not edit.
+// Generated from wit/policy.wit by typescript/policy-sdk/generate.mjs: do not edit.
 declare module 'podset:policy/log@0.4.0' {
   export function log(level: Level, message: string): void;
   /**
