@@ -51,6 +51,18 @@ if [ "${TYPESCRIPT:-0}" = 1 ] || { [ -n "$CRATE" ] && [ -f "$CRATE/package.json"
   ts_deps
   if [ -n "$CRATE" ]; then
     pkg=$(node -p "require('$CRATE/package.json').name")
+    # Its types and its tests first (a package made elsewhere has its own tsconfig.json,
+    # pointing at this repository's SDK).
+    tsconfig="$CRATE/tsconfig.json"
+    [ -f "$tsconfig" ] || tsconfig="$ROOT/tsconfig.json"
+    "$ROOT/node_modules/.bin/tsc" -p "$tsconfig" || die "tsc --strict failed for $CRATE (above)"
+    tests="$ROOT/target/ts-test/$pkg"
+    rm -rf "$tests" && mkdir -p "$tests"
+    for test in "$CRATE"/test/*.test.ts; do
+      [ -f "$test" ] || continue
+      node "$ROOT/typescript/policy-sdk/bundle.mjs" --node "$test" "$tests/$(basename "${test%.ts}").mjs"
+    done
+    if [ -n "$(ls "$tests")" ]; then node --test "$tests"/ >&2 || die "the tests of $CRATE failed (above)"; fi
     build_ts "$CRATE" "$OUT/${pkg#guest-}.wasm"
     log "target/policy/${pkg#guest-}.wasm: $(stat -c %s "$OUT/${pkg#guest-}.wasm") bytes"
     exit 0

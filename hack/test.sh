@@ -55,6 +55,13 @@ scaffold() {
     && target/debug/podset-host policy test target/policy/demo.wasm "$dir"/guest-demo/scenarios/*.yaml
   local rc=$?
   rm -rf "$dir"
+  # The same in TypeScript, outside the repository: its types, its test, its component, its scenario.
+  dir=$(mktemp -d)
+  [ "$rc" = 0 ] && target/debug/podset-host policy new demo --lang ts --dir "$dir" >/dev/null \
+    && PODSET_HOST_BIN="$ROOT/target/debug/podset-host" hack/policy.sh --crate "$dir/guest-demo" \
+    && target/debug/podset-host policy test target/policy/demo-ts.wasm "$dir"/guest-demo/scenarios/*.yaml
+  rc=$?
+  rm -rf "$dir"
   phase_end
   return $rc
 }

@@ -4,7 +4,18 @@
 // (`podset:policy/…`) stay imports, which jco binds to the component's. With `--node`,
 // a native test file for `node --test` instead (`node:` modules stay imports).
 
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { build } from 'rolldown';
+
+// The SDK is this one, wherever the policy is (a package made outside the repository
+// has no node_modules of its own).
+const sdk = dirname(fileURLToPath(import.meta.url));
+const modules = {
+  '@podset/policy-sdk': join(sdk, 'src/index.ts'),
+  '@podset/policy-sdk/testing': join(sdk, 'src/testing.ts'),
+};
+const thisSdk = { name: 'podset-policy-sdk', resolveId: (id) => modules[id] ?? null };
 
 const args = process.argv.slice(2);
 const native = args[0] === '--node';
@@ -13,6 +24,7 @@ if (!entry || !file) throw new Error('usage: node typescript/policy-sdk/bundle.m
 await build({
   input: entry,
   external: /^podset:policy\//,
+  plugins: [thisSdk],
   platform: native ? 'node' : 'neutral',
   logLevel: 'warn',
   output: { file, format: 'esm' },

@@ -162,6 +162,10 @@ pub enum PolicyCommand {
         /// The podset-host repository (for policy-sdk) [default: the one this binary was built from].
         #[arg(long)]
         repo: Option<PathBuf>,
+        /// The policy's language: a Rust crate, or a TypeScript package (in this
+        /// repository: typescript/guest-NAME/, built to NAME-ts.wasm).
+        #[arg(long, value_enum, default_value_t)]
+        lang: super::scaffold::Lang,
     },
     /// Publish a module to a registry as an OCI artifact (the CNCF Wasm layout); prints
     /// the reference pinned by digest and the module's sha256 (for spec.sha256).

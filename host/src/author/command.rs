@@ -26,7 +26,7 @@ pub fn run(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
             record(kind, object, module, output, sandbox)
         }
         PolicyCommand::Bench { module, scenarios, budget, sandbox } => bench(module, scenarios, budget, sandbox),
-        PolicyCommand::New { name, dir, group, repo } => new(name, dir, group, repo),
+        PolicyCommand::New { name, dir, group, repo, lang } => new(name, dir, group, repo, lang),
         PolicyCommand::Keygen { prefix, force } => keygen(prefix, force),
         PolicyCommand::SignBlob { module, key, output } => sign_blob(module, key, output),
         PolicyCommand::VerifyBlob { module, keys, signature: sig } => verify_blob(module, keys, sig),
@@ -198,13 +198,34 @@ fn bench(module: PathBuf, scenarios: Vec<PathBuf>, budget: Duration, sandbox: Sa
 }
 
 /// Makes a policy crate for the user's own CRD.
-fn new(name: String, dir: PathBuf, group: Option<String>, repo: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+fn new(
+    name: String,
+    dir: PathBuf,
+    group: Option<String>,
+    repo: Option<PathBuf>,
+    lang: scaffold::Lang,
+) -> anyhow::Result<ExitCode> {
     let repo = repo.unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")));
     let repo = repo.canonicalize().with_context(|| format!("repository {}", repo.display()))?;
-    let req = scaffold::Request { name: &name, dir: &dir, group: group.as_deref(), repo: &repo };
+    let req = scaffold::Request { name: &name, dir: &dir, group: group.as_deref(), repo: &repo, lang };
     let made = scaffold::new_policy(&req)?;
-    println!("made {}: cargo test there, then `make policy` (in this repository) or", made.display());
-    println!("`make -C {} policy-crate CRATE={}` builds the component", repo.display(), made.display());
+    match lang {
+        scaffold::Lang::Rust => {
+            println!("made {}: cargo test there, then `make policy` (in this repository) or", made.display());
+            println!("`make -C {} policy-crate CRATE={}` builds the component", repo.display(), made.display());
+        }
+        scaffold::Lang::Ts => {
+            println!(
+                "made {}: `make -C {} policy-crate CRATE={}` checks its types,",
+                made.display(),
+                repo.display(),
+                made.display()
+            );
+            println!(
+                "runs its tests and builds target/policy/{name}-ts.wasm (in this repository, `make check` does too)"
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -4,7 +4,9 @@
 //! Made inside this repository (the default), the crate is `guest-NAME/`, a member
 //! of the workspace that `make policy` builds to `target/policy/NAME.wasm`. Made
 //! elsewhere (`--dir`), it is a workspace of its own that points at this repository's
-//! `policy-sdk`.
+//! `policy-sdk`. With `--lang ts`, an npm package instead: `typescript/guest-NAME/` in
+//! this repository (`make check` tests and builds it to `target/policy/NAME-ts.wasm`),
+//! or `guest-NAME/` elsewhere, whose tsconfig points at this repository's SDK.
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +19,30 @@ const FILES: &[(&str, &str)] = &[
     ("src/bin/crdgen.rs", include_str!("../../templates/policy/src/bin/crdgen.rs")),
     ("scenarios/create.yaml", include_str!("../../templates/policy/scenarios/create.yaml")),
 ];
+
+/// The TypeScript template: the same scenario as the Rust one (the two decide alike).
+const TS_FILES: &[(&str, &str)] = &[
+    ("package.json", include_str!("../../templates/policy-ts/package.json.tmpl")),
+    ("README.md", include_str!("../../templates/policy-ts/README.md")),
+    ("crd.yaml", include_str!("../../templates/policy-ts/crd.yaml")),
+    ("src/policy.ts", include_str!("../../templates/policy-ts/src/policy.ts")),
+    ("src/component.ts", include_str!("../../templates/policy-ts/src/component.ts")),
+    ("test/policy.test.ts", include_str!("../../templates/policy-ts/test/policy.test.ts")),
+    ("scenarios/create.yaml", include_str!("../../templates/policy/scenarios/create.yaml")),
+];
+
+/// Written only for a package outside this repository (inside, the root tsconfig.json
+/// covers `typescript/*`).
+const TS_CONFIG: (&str, &str) = ("tsconfig.json", include_str!("../../templates/policy-ts/tsconfig.json.tmpl"));
+
+/// The language of the policy to make.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    #[default]
+    Rust,
+    /// TypeScript (`typescript/policy-sdk`, built by jco).
+    Ts,
+}
 
 /// Written only for a crate outside this repository's workspace (inside, the
 /// workspace's own `.cargo/config.toml` applies).
@@ -41,7 +67,7 @@ pub enum ScaffoldError {
     Name(String),
     #[error("{0} exists already; choose another name or directory")]
     Exists(PathBuf),
-    #[error("policy-sdk not found at {0}: run podset-host from its repository, or pass --sdk")]
+    #[error("the policy SDK is not at {0}: run podset-host from its repository, or pass --repo")]
     NoSdk(PathBuf),
     #[error("writing {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
@@ -55,8 +81,9 @@ pub struct Request<'a> {
     pub dir: &'a Path,
     /// The CRD's API group.
     pub group: Option<&'a str>,
-    /// The repository holding `policy-sdk/`.
+    /// The repository holding `policy-sdk/` and `typescript/policy-sdk/`.
     pub repo: &'a Path,
+    pub lang: Lang,
 }
 
 /// Makes the crate; returns its directory.
@@ -68,15 +95,21 @@ pub fn new_policy(req: &Request<'_>) -> Result<PathBuf, ScaffoldError> {
     if !valid {
         return Err(ScaffoldError::Name(name.into()));
     }
-    let sdk = req.repo.join("policy-sdk");
-    if !sdk.join("Cargo.toml").is_file() {
+    let (sdk, manifest) = match req.lang {
+        Lang::Rust => (req.repo.join("policy-sdk"), "Cargo.toml"),
+        Lang::Ts => (req.repo.join("typescript/policy-sdk"), "package.json"),
+    };
+    if !sdk.join(manifest).is_file() {
         return Err(ScaffoldError::NoSdk(sdk));
     }
-    let crate_dir = req.dir.join(format!("guest-{name}"));
+    let member = same_dir(req.dir, req.repo);
+    let crate_dir = match req.lang {
+        Lang::Ts if member => req.repo.join("typescript").join(format!("guest-{name}")),
+        _ => req.dir.join(format!("guest-{name}")),
+    };
     if crate_dir.exists() {
         return Err(ScaffoldError::Exists(crate_dir));
     }
-    let member = same_dir(req.dir, req.repo);
     let kind: String = name.split('-').map(capitalize).collect();
     let group = req.group.map(String::from).unwrap_or_else(|| format!("{name}.example.com"));
     let crate_name = format!("guest-{name}");
@@ -87,13 +120,17 @@ pub fn new_policy(req: &Request<'_>) -> Result<PathBuf, ScaffoldError> {
         ("{{KIND}}", kind.to_uppercase()),
         ("{{kind_snake}}", name.replace('-', "_")),
         ("{{kind_plural}}", format!("{}s", kind.to_lowercase())),
+        ("{{kind_lower}}", kind.to_lowercase()),
         ("{{group}}", group),
         ("{{name}}", name.into()),
         ("{{sdk}}", if member { "../policy-sdk".into() } else { sdk.display().to_string() }),
         ("{{repo}}", req.repo.display().to_string()),
         ("{{standalone}}", if member { String::new() } else { STANDALONE.into() }),
     ];
-    let files = FILES.iter().chain((!member).then_some(&CARGO_CONFIG));
+    let files: Vec<&(&str, &str)> = match req.lang {
+        Lang::Rust => FILES.iter().chain((!member).then_some(&CARGO_CONFIG)).collect(),
+        Lang::Ts => TS_FILES.iter().chain((!member).then_some(&TS_CONFIG)).collect(),
+    };
     for (path, template) in files {
         let text = vars.iter().fold(template.to_string(), |t, (k, v)| t.replace(k, v));
         let path = crate_dir.join(path);
@@ -122,7 +159,7 @@ mod tests {
     fn names_become_crates_kinds_and_groups() {
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
         let out = tempfile::tempdir().expect("tempdir");
-        let req = Request { name: "web-cache", dir: out.path(), group: None, repo: &repo };
+        let req = Request { name: "web-cache", dir: out.path(), group: None, repo: &repo, lang: Lang::Rust };
         let dir = new_policy(&req).expect("made");
         let lib = std::fs::read_to_string(dir.join("src/lib.rs")).expect("lib.rs");
         assert!(lib.contains("kind = \"WebCache\"") && lib.contains("web-cache.example.com"), "{lib}");
@@ -133,5 +170,30 @@ mod tests {
         assert!(matches!(new_policy(&req), Err(ScaffoldError::Exists(_))));
         let bad = Request { name: "Web", ..req };
         assert!(matches!(new_policy(&bad), Err(ScaffoldError::Name(_))));
+    }
+
+    #[test]
+    fn a_typescript_package_outside_the_repository_points_at_its_sdk() {
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("the repository");
+        let out = tempfile::tempdir().expect("tempdir");
+        let req =
+            Request { name: "web-cache", dir: out.path(), group: Some("cache.acme.io"), repo: &repo, lang: Lang::Ts };
+        let dir = new_policy(&req).expect("made");
+        assert_eq!(dir, out.path().join("guest-web-cache"));
+        for file in
+            ["package.json", "crd.yaml", "src/policy.ts", "src/component.ts", "test/policy.test.ts", "tsconfig.json"]
+        {
+            let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert!(!text.contains("{{"), "every placeholder of {file} is filled: {text}");
+        }
+        let policy = std::fs::read_to_string(dir.join("src/policy.ts")).expect("policy.ts");
+        assert!(policy.contains("new Kind('cache.acme.io', 'v1alpha1', 'WebCache')"), "{policy}");
+        let crd = std::fs::read_to_string(dir.join("crd.yaml")).expect("crd.yaml");
+        assert!(crd.contains("name: webcaches.cache.acme.io") && crd.contains("singular: webcache"), "{crd}");
+        let tsconfig = std::fs::read_to_string(dir.join("tsconfig.json")).expect("tsconfig.json");
+        assert!(tsconfig.contains(&format!("{}/typescript/policy-sdk/src/index.ts", repo.display())), "{tsconfig}");
+        // The scenario is the Rust template's: the two decide alike.
+        let scenario = std::fs::read_to_string(dir.join("scenarios/create.yaml")).expect("the scenario");
+        assert!(scenario.contains("kind: WebCache") && scenario.contains("sample-data"), "{scenario}");
     }
 }
