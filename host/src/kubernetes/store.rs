@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Instant;
 
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
@@ -25,6 +26,9 @@ struct Objects {
     by_controller: HashMap<String, BTreeSet<Key>>,
     /// A list in progress: swapped in at `InitDone`.
     listing: Option<HashMap<Key, Arc<Object>>>,
+    /// When the list in progress started, and when the last complete one did.
+    list_started: Option<Instant>,
+    listed: Option<Instant>,
 }
 
 impl Objects {
@@ -70,6 +74,7 @@ impl ObjectStore {
         match event {
             Event::Init => {
                 inner.listing = Some(HashMap::new());
+                inner.list_started = Some(Instant::now());
                 Vec::new()
             }
             Event::InitApply(obj) => {
@@ -78,6 +83,7 @@ impl ObjectStore {
                 Vec::new()
             }
             Event::InitDone => {
+                inner.listed = inner.list_started.take();
                 let listed = inner.listing.take().unwrap_or_default();
                 let gone: Vec<Key> = inner.by_key.keys().filter(|k| !listed.contains_key(*k)).cloned().collect();
                 let mut touched: Vec<(Arc<Object>, bool)> =
@@ -103,6 +109,12 @@ impl ObjectStore {
                 vec![(Arc::new(obj), true)]
             }
         }
+    }
+
+    /// When the last complete list of this store started: every write the API server
+    /// had made by then is in it.
+    pub fn listed_at(&self) -> Option<Instant> {
+        self.inner.read().listed
     }
 
     /// The objects whose controller (owner reference or the host's mark) is `uid`.

@@ -155,7 +155,17 @@ impl Expectations {
     /// it shows of it, while the expectations are held (see `observe::gather`). An
     /// unanswered create is in `creations` under the key it asked for, its name the
     /// `generateName` prefix.
-    pub fn in_flight(&self, parent: &ParentRef, read: impl FnOnce() -> Vec<(ChildKey, Seen)>) -> InFlight {
+    ///
+    /// `listed` tells when the cache of a child's kind last listed: an unanswered create
+    /// is settled by a list that started after it (every write the API server had made
+    /// by then is in it; seen: a create cut by an API server restart waited the whole
+    /// TTL for a child that never was, in the fault suite, 2026-11-27).
+    pub fn in_flight(
+        &self,
+        parent: &ParentRef,
+        read: impl FnOnce() -> Vec<(ChildKey, Seen)>,
+        listed: impl Fn(&ChildKey) -> Option<Instant>,
+    ) -> InFlight {
         let mut entries = self.entries.lock();
         let shown: HashMap<ChildKey, Seen> = read().into_iter().collect();
         let Some(p) = entries.get_mut(parent) else { return InFlight::default() };
@@ -164,6 +174,7 @@ impl Expectations {
         p.creations.retain(|child, _| seen(child) == Seen::Absent);
         p.deletions.retain(|child, _| seen(child) == Seen::Present);
         p.settle_unanswered(shown.keys());
+        p.unanswered.retain(|u| listed(&u.asked).is_none_or(|at| at <= u.at));
         let mut creations: Vec<ChildKey> =
             p.creations.keys().chain(p.unanswered.iter().map(|u| &u.asked)).cloned().collect();
         let mut deletions: Vec<ChildKey> = p.deletions.keys().cloned().collect();
@@ -200,6 +211,11 @@ mod tests {
         ChildKey::of("v1", "Pod", "ns", name)
     }
 
+    /// A cache that has not listed since.
+    fn never(_: &ChildKey) -> Option<Instant> {
+        None
+    }
+
     /// A cache showing these pods.
     fn shows(pods: &[(&str, Seen)]) -> impl FnOnce() -> Vec<(ChildKey, Seen)> {
         let pods: Vec<(ChildKey, Seen)> = pods.iter().map(|(name, seen)| (pod(name), *seen)).collect();
@@ -217,10 +233,10 @@ mod tests {
         let e = Expectations::default();
         e.expect_creation(&parent("web"), pod("web-a"));
         e.expect_creation(&parent("web"), pod("web-b"));
-        let f = e.in_flight(&parent("web"), shows(&[("web-a", Seen::Present)]));
+        let f = e.in_flight(&parent("web"), shows(&[("web-a", Seen::Present)]), never);
         assert_eq!(f.creations, vec![pod("web-b")]);
         e.observe(&parent("web"), &pod("web-b"), Seen::Present);
-        assert_eq!(e.in_flight(&parent("web"), shows(&[])), InFlight::default());
+        assert_eq!(e.in_flight(&parent("web"), shows(&[]), never), InFlight::default());
         assert_eq!(e.pending(&parent("web")), 0);
     }
 
@@ -229,7 +245,7 @@ mod tests {
         let e = Expectations::default();
         e.expect_deletion(&parent("web"), pod("web-a"));
         e.expect_deletion(&parent("web"), pod("web-b"));
-        let f = e.in_flight(&parent("web"), shows(&[("web-a", Seen::Present), ("web-b", Seen::Terminating)]));
+        let f = e.in_flight(&parent("web"), shows(&[("web-a", Seen::Present), ("web-b", Seen::Terminating)]), never);
         assert_eq!(f.deletions, vec![pod("web-a")]);
         e.observe(&parent("web"), &pod("web-a"), Seen::Present);
         assert_eq!(e.pending(&parent("web")), 1, "an update that still shows the child settles nothing");
@@ -241,7 +257,7 @@ mod tests {
     fn parents_are_independent() {
         let e = Expectations::default();
         e.expect_creation(&parent("web"), pod("web-a"));
-        assert!(e.in_flight(&parent("api"), shows(&[])).creations.is_empty());
+        assert!(e.in_flight(&parent("api"), shows(&[]), never).creations.is_empty());
         e.forget(&parent("web"));
         assert_eq!(e.pending(&parent("web")), 0);
     }
@@ -256,7 +272,7 @@ mod tests {
             panic!("a reconcile panics while holding the expectations");
         })
         .join();
-        let f = e.in_flight(&parent("web"), shows(&[]));
+        let f = e.in_flight(&parent("web"), shows(&[]), never);
         assert_eq!(f.creations, vec![pod("web-a")], "still in flight: a second creation must not happen");
     }
 
@@ -268,13 +284,13 @@ mod tests {
         e.expect_unanswered_creation(&parent("web"), pod("web-"), had);
         // The children it had, and one of another prefix, settle nothing.
         let shown = [pod("web-a"), pod("web-b"), pod("api-x")];
-        assert_eq!(e.in_flight(&parent("web"), showing(&shown)).creations, vec![pod("web-"), pod("web-")]);
+        assert_eq!(e.in_flight(&parent("web"), showing(&shown), never).creations, vec![pod("web-"), pod("web-")]);
         // One new child settles one of the two, and is not counted again by the other.
         let shown = [pod("web-a"), pod("web-b"), pod("web-c")];
-        assert_eq!(e.in_flight(&parent("web"), showing(&shown)).creations, vec![pod("web-")]);
-        assert_eq!(e.in_flight(&parent("web"), showing(&shown)).creations, vec![pod("web-")]);
+        assert_eq!(e.in_flight(&parent("web"), showing(&shown), never).creations, vec![pod("web-")]);
+        assert_eq!(e.in_flight(&parent("web"), showing(&shown), never).creations, vec![pod("web-")]);
         let shown = [pod("web-a"), pod("web-b"), pod("web-c"), pod("web-d")];
-        assert_eq!(e.in_flight(&parent("web"), showing(&shown)), InFlight::default());
+        assert_eq!(e.in_flight(&parent("web"), showing(&shown), never), InFlight::default());
         assert_eq!(e.pending(&parent("web")), 0);
     }
 
@@ -283,7 +299,7 @@ mod tests {
         let e = Expectations::default();
         e.expect_unanswered_creation(&parent("web"), pod("web-"), HashSet::new());
         let shown = [ChildKey::of("v1", "ConfigMap", "ns", "web-c"), ChildKey::of("v1", "Pod", "other", "web-c")];
-        assert_eq!(e.in_flight(&parent("web"), showing(&shown)).creations, vec![pod("web-")]);
+        assert_eq!(e.in_flight(&parent("web"), showing(&shown), never).creations, vec![pod("web-")]);
     }
 
     #[test]
@@ -299,13 +315,25 @@ mod tests {
                 e.observe(&parent("web"), &pod("web-a"), Seen::Present);
             }
         });
-        let f = e.in_flight(&parent("web"), || {
+        let read = || {
             reading.send(()).expect("the watch thread");
             std::thread::sleep(Duration::from_millis(50));
             Vec::new()
-        });
+        };
+        let f = e.in_flight(&parent("web"), read, never);
         watch.join().expect("the watch thread");
         assert_eq!(f.creations, vec![pod("web-a")], "the read did not show web-a: it is in flight for it");
         assert_eq!(e.pending(&parent("web")), 0, "settled once the read was done");
+    }
+
+    #[test]
+    fn an_unanswered_create_is_settled_by_a_list_that_started_after_it() {
+        let e = Expectations::default();
+        let before = Instant::now();
+        e.expect_unanswered_creation(&parent("web"), pod("web-"), HashSet::new());
+        let listed_before = |_: &ChildKey| Some(before);
+        assert_eq!(e.in_flight(&parent("web"), shows(&[]), listed_before).creations, vec![pod("web-")]);
+        let listed_after = |_: &ChildKey| Some(Instant::now());
+        assert_eq!(e.in_flight(&parent("web"), shows(&[]), listed_after), InFlight::default());
     }
 }

@@ -106,20 +106,27 @@ pub fn gather(
     // between the two reads and created them again: 13 pods for 10, fault suite,
     // 2026-11-27.)
     let mut children = Vec::new();
-    let in_flight = expectations.in_flight(&parent_ref, || {
-        for resource in &resolved.children {
-            let Some(cache) = caches.children(resource) else { continue };
-            children.extend(
-                cache
-                    .store
-                    .controlled_by(&uid)
-                    .into_iter()
-                    .map(|object| Observation { resource: cache.resource.clone(), object }),
-            );
-        }
-        marked(&mut children, &Mark::for_parent(parent_resource, &parent), resolved, marks);
-        children.iter().map(|c| (c.key(), Seen::of(Some(c.object.as_ref())))).collect()
-    });
+    let in_flight = expectations.in_flight(
+        &parent_ref,
+        || {
+            for resource in &resolved.children {
+                let Some(cache) = caches.children(resource) else { continue };
+                children.extend(
+                    cache
+                        .store
+                        .controlled_by(&uid)
+                        .into_iter()
+                        .map(|object| Observation { resource: cache.resource.clone(), object }),
+                );
+            }
+            marked(&mut children, &Mark::for_parent(parent_resource, &parent), resolved, marks);
+            children.iter().map(|c| (c.key(), Seen::of(Some(c.object.as_ref())))).collect()
+        },
+        |key| {
+            let resource = resolved.children.iter().find(|r| r.api_version == key.api_version && r.kind == key.kind)?;
+            caches.children(resource)?.store.listed_at()
+        },
+    );
     let mut related = Vec::new();
     for (resource, kind) in &resolved.related {
         let Some(selector) = related_selector(kind, parent.as_ref()) else { continue };
