@@ -99,9 +99,14 @@ impl Step<'_> {
                 if let Some(exit) = state.exited() {
                     fail(next, format!("the server pod {} stopped: {exit}", server_name(name)));
                 } else if !matches!(self.client, Seen::Absent) {
-                    // The client exists: this step was taken and its status write lost.
+                    // The client exists: this step was taken and its status write lost. The
+                    // test step follows in this decision: the client may have finished
+                    // already, and then no event would come to wake the parent (seen: an
+                    // operator restarted slowly under load after creating the client stayed
+                    // in Test for good, the client Succeeded, fault suite 2026-11-27).
                     next.status = Phase::Test;
                     next.client_pod = Some(client_name(name));
+                    self.test(next, actions);
                 } else if let Some(ip) = state.serving() {
                     actions.push(create(&client_pod(&self.input.parent, &self.spec, ip))?);
                     actions.push(event(
@@ -494,6 +499,17 @@ mod tests {
         body["status"] = serde_json::to_value(status_of(actions)).expect("json");
         next.parent.body = body.to_string();
         next
+    }
+
+    #[test]
+    fn a_lost_server_status_with_the_client_already_finished_goes_on_to_its_result() {
+        // The operator died after creating the client, before writing `Test`; the client
+        // finished before the next operator looked: this decision must read its result,
+        // as no event of the client will come again.
+        let report = r#"{"end":{"sum_received":{"bits_per_second":9000000000.0}}}"#;
+        let i = with(netperf(json!({ "status": "Server" })), vec![serving(), finished("Succeeded", 0, report)]);
+        let status = status_of(&reconcile(&i).expect("decides"));
+        assert_eq!((status.status, status.speed_bits_per_sec), (Phase::Done, Some(9_000_000_000)));
     }
 
     #[test]
