@@ -291,9 +291,11 @@ impl Act<'_> {
             }
             // After the whole batch: its siblings' names are known, so none of them can
             // be taken for the child an unanswered create may have made.
-            for asked in unanswered {
+            if !unanswered.is_empty() {
                 let known = self.known_children(&made);
-                self.ctx.expectations.expect_unanswered_creation(&self.observed.parent_ref(), asked, known);
+                for asked in unanswered {
+                    self.ctx.expectations.expect_unanswered_creation(&self.observed.parent_ref(), asked, known.clone());
+                }
             }
             if let Some(e) = failed {
                 return Err(e);
