@@ -47,7 +47,7 @@ pub mod reconciler {
 }
 
 /// The WIT source, compiled in so the contract version cannot drift from it.
-const WIT: &str = include_str!("../../../wit/policy.wit");
+pub const WIT: &str = include_str!("../../../wit/policy.wit");
 
 /// The WIT package's version, e.g. "0.4.0": the contract version this host speaks.
 pub fn contract_version() -> &'static str {
