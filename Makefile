@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help run check docs test ts-bindings fuzz-cluster image policy policy-crate fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
+.PHONY: help run check docs test ts-bindings go-bindings fuzz-cluster image policy policy-crate fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -23,7 +23,7 @@ image: ## Build the operator's image as an OCI archive (target/images/podset-hos
 policy: ## Build the default policy components: target/policy/{podset,memcached,netperf}.wasm
 	@hack/policy.sh
 
-policy-crate: ## Build one policy crate elsewhere: make policy-crate CRATE=path/to/guest-NAME
+policy-crate: ## Build one policy elsewhere (a crate, a TypeScript package or a Go module): make policy-crate CRATE=path/to/guest-NAME
 	@hack/policy.sh --crate "$(CRATE)"
 
 fixtures: ## Build the default policy and the hostile test policies
@@ -44,6 +44,9 @@ docs: ## Regenerate docs/reference/{cli,metrics}.md from the binary (a test fail
 
 ts-bindings: ## Regenerate the TypeScript SDK's contract types (typescript/policy-sdk/src/generated/) from wit/
 	@. hack/lib.sh && ts_deps && node typescript/policy-sdk/generate.mjs
+
+go-bindings: ## Regenerate the Go SDK's contract bindings (go/policy-sdk/internal/wit/, go/go-pkg/) from wit/
+	@cargo build -q -p go-bindgen && . hack/lib.sh && go_deps && go_bindings go/policy-sdk go/go-pkg
 
 manifests: ## Regenerate manifests/crd/ from the Rust types (the host's and each policy's)
 	@cargo run -q -p podset-host -- crd > manifests/crd/podset-host.yaml

@@ -184,3 +184,36 @@ ts_deps() {
   fi
 }
 
+
+# go_deps: a Go toolchain that builds policies (go:wasmexport, and the go directive of the
+# bindings' runtime package: Go >= 1.25 on PATH). Debian's golang-go (1.19) is too old,
+# and a toolchain is never downloaded here: say so instead.
+go_deps() {
+  local v
+  command -v go >/dev/null || die "Go policies need Go >= 1.25 on PATH (none found)"
+  v=$(go env GOVERSION 2>/dev/null | sed -E 's/^go1\.([0-9]+).*/\1/')
+  [[ "$v" =~ ^[0-9]+$ ]] && [ "$v" -ge 25 ] || die "Go policies need Go >= 1.25 on PATH (found: $(go version 2>&1))"
+}
+
+# go_bindings SDK_DIR GO_PKG_DIR: the Go SDK's contract bindings, generated from wit/ by
+# go-bindgen (wit-bindgen-go, the release the Rust guests use) into SDK_DIR/internal/wit/
+# (beside the hand-written export_* packages), and the runtime package they import,
+# go.bytecodealliance.org/pkg, copied from the same crate's source into GO_PKG_DIR (the
+# module proxy serves no version of it). `make go-bindings` writes the committed copies;
+# `make check` writes both into a temporary directory and compares.
+go_bindings() {
+  local sdk=$1 pkg=$2 crate
+  [ -x "$ROOT/target/debug/go-bindgen" ] || (cd "$ROOT" && cargo build -q -p go-bindgen) || die "building go-bindgen failed"
+  find "$sdk/internal/wit" -mindepth 1 -maxdepth 1 ! -name 'export_*' -exec rm -rf {} + 2>/dev/null || true
+  "$ROOT/target/debug/go-bindgen" "$ROOT/wit" "$sdk/internal/wit" --world reconcile-policy \
+    --package podset.dev/policy-sdk/internal/wit || die "go-bindgen failed"
+  gofmt -w "$sdk/internal/wit"
+  crate=$(cd "$ROOT" && cargo metadata --format-version 1 --locked \
+    | node -e 'const m = JSON.parse(require("fs").readFileSync(0, "utf8"));
+      const p = m.packages.find((p) => p.name === "wit-bindgen-go");
+      if (!p) process.exit(1);
+      console.log(require("path").dirname(p.manifest_path));') || die "cargo metadata names no wit-bindgen-go"
+  rm -rf "$pkg" && mkdir -p "$pkg/wit"
+  cp "$crate/src/pkg/go.mod" "$crate/src/pkg/LICENSE" "$pkg/"
+  cp -r "$crate/src/pkg/wit/runtime" "$crate/src/pkg/wit/types" "$crate/src/pkg/wit/async" "$pkg/wit/"
+}

@@ -1,0 +1,31 @@
+//go:build wasip1
+
+// Package component makes a policy a component of the `reconcile-policy` world. Only a
+// component's main package imports it (it links the contract's exports and the host's
+// `log`, which exist only in WebAssembly):
+//
+//	package main
+//
+//	func init() { component.Serve(mypolicy.Policy) }
+//
+//	func main() {}
+//
+// Serve belongs in an init function: a component is a reactor, its main never runs.
+// Built natively (for `go test` of a main package), Serve only keeps the policy: the
+// contract's exports and `log` exist only in WebAssembly.
+package component
+
+import (
+	policy "podset.dev/policy-sdk"
+	"podset.dev/policy-sdk/internal/served"
+	hostlog "podset.dev/policy-sdk/internal/wit/podset_policy_log"
+	_ "podset.dev/policy-sdk/internal/wit/wit_exports"
+)
+
+// Serve makes p the component's policy, logging through the host's `log`.
+func Serve(p policy.Policy) {
+	served.Policy = &p
+	served.Log = func(level policy.Level, message string) {
+		hostlog.Log(hostlog.Level(level), message)
+	}
+}
