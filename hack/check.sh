@@ -51,6 +51,7 @@ tests() {
   hack/policy.sh --fixtures >/dev/null
 
   typescript
+  go_policies
 
   phase "unit tests, import layers, in-process tests"
   local results=${CHECK_RESULTS:-/dev/null}
@@ -69,6 +70,12 @@ tests() {
     scenarios="$dir"scenarios
     [ -d "$scenarios" ] || scenarios="$name/scenarios"
     target/debug/podset-host policy test "target/policy/${name#guest-}-ts.wasm" "$scenarios"/*.yaml | tee -a "$results" | tail -1
+  done
+  for dir in go/guest-*/; do
+    name=$(basename "$dir")
+    scenarios="$dir"scenarios
+    [ -d "$scenarios" ] || scenarios="$name/scenarios"
+    target/debug/podset-host policy test "target/policy/${name#guest-}-go.wasm" "$scenarios"/*.yaml | tee -a "$results" | tail -1
   done
 }
 
@@ -92,6 +99,32 @@ typescript() {
   node --test target/ts-test/ 2>&1 | tee -a "${CHECK_RESULTS:-/dev/null}" | tail -8
   [ "${PIPESTATUS[0]}" = 0 ] || die "TypeScript tests failed (above)"
   hack/policy.sh --typescript >/dev/null
+}
+
+# The Go SDK and policies: their bindings still those of wit/, gofmt, go vet (natively
+# and for wasip1), their native tests (`go test`), their components.
+go_policies() {
+  phase "Go: contract bindings, gofmt, go vet, go test, components"
+  go_deps
+  local fresh dir
+  fresh=$(mktemp -d)
+  mkdir -p "$fresh/sdk/internal/wit"
+  go_bindings "$fresh/sdk" "$fresh/go-pkg"
+  diff -r -x 'export_*' "$fresh/sdk/internal/wit" go/policy-sdk/internal/wit >/dev/null \
+    && diff -r "$fresh/go-pkg" go/go-pkg >/dev/null \
+    || { rm -rf "$fresh"; die "go/policy-sdk/internal/wit/ or go/go-pkg/ is out of date with wit/ and go-bindgen: run make go-bindings"; }
+  rm -rf "$fresh"
+  [ -z "$(gofmt -l go)" ] || die "not gofmt-formatted: $(gofmt -l go | tr '\n' ' ')"
+  for dir in go/policy-sdk go/guest-*/; do
+    # The generated bindings are not vetted: their unsafe pointer arithmetic and unkeyed
+    # literals are the generator's (go test still runs vet's default checks over them).
+    (cd "$dir" && go vet $(go list ./... | grep -Ev '/internal/wit/(podset_policy_|wit_exports)') \
+      && GOOS=wasip1 GOARCH=wasm go vet $(go list ./... | grep -Ev '/internal/wit/(podset_policy_|wit_exports)')) \
+      || die "go vet failed in $dir (above)"
+    (cd "$dir" && go test ./... 2>&1) | grep -v 'no test files' | tee -a "${CHECK_RESULTS:-/dev/null}"
+    [ "${PIPESTATUS[0]}" = 0 ] || die "go test failed in $dir (above)"
+  done
+  hack/policy.sh --go >/dev/null
 }
 
 started=$(date +%s)

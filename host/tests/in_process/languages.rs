@@ -67,3 +67,63 @@ fn a_typescript_policy_reading_the_clock_and_randomness_reads_the_same_every_tim
     assert_eq!(later["dateNow"], "1700000060123");
     assert_eq!(later["random"], data["random"]);
 }
+
+#[test]
+fn the_go_memcached_imports_only_the_contract_and_decides_the_same_500_times() {
+    let policy = engine().load(&common::read_policy("memcached-go.wasm")).expect("the Go Memcached loads");
+    assert_eq!(policy.info().name, "guest-memcached-go");
+    let v = podset_host::contract::contract_version();
+    for import in policy.imports() {
+        assert!([format!("podset:policy/log@{v}"), format!("podset:policy/types@{v}")].contains(import), "{import}");
+    }
+    let scenario = Scenario::read(&common::workspace().join("guest-memcached/scenarios/status-from-pods.yaml"))
+        .expect("the Rust twin's scenario");
+    let input = scenario.input(&policy).expect("its input");
+    let actions = decide_every_time(&policy, &input);
+    assert!(actions.iter().any(|a| matches!(a, Action::Apply(_))), "{actions:?}");
+}
+
+/// The Go runtime asks WASI for clocks, random bytes and stdio, at start-up and in every
+/// decision; the component's adapter answers the same in every instance.
+#[test]
+fn a_go_policy_reading_the_clock_randomness_map_order_and_the_scheduler_reads_the_same_every_time() {
+    let engine = engine();
+    let policy = engine.load(&common::read_policy("fixtures/go-clock-reader.wasm")).expect("the fixture loads");
+    let scenario =
+        Scenario::read(&common::workspace().join("guest-memcached/scenarios/create.yaml")).expect("a scenario");
+    let Input::Reconcile(mut input) = scenario.input(&policy).expect("an input") else { panic!("any-kind input") };
+    let read = |input: &ReconcileInput| -> serde_json::Value {
+        let actions = decide_every_time(&policy, &Input::Reconcile(input.clone()));
+        let [Action::Apply(cm)] = actions.as_slice() else { panic!("one ConfigMap: {actions:?}") };
+        serde_json::from_str::<serde_json::Value>(cm).expect("JSON")["data"].clone()
+    };
+    input.now = 1_700_000_000_123;
+    let data = read(&input);
+    // The input's clock is the policy's; Go's own wall clock stands at the epoch.
+    assert_eq!(data["inputNow"], "2023-11-14T22:13:20.123Z", "{data}");
+    assert_eq!(data["timeNow"], "1970-01-01T00:00:00Z", "{data}");
+    // The collector ran (the monotonic clock moved) and map order was shuffled, the same way each time.
+    assert!(data["gcs"].as_str().and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n > 0), "{data}");
+    assert_ne!(data["mapOrder"], (0..32).map(|i| i.to_string()).collect::<Vec<_>>().join(","), "{data}");
+    let later = {
+        input.now += 60_000;
+        read(&input)
+    };
+    assert_eq!(later["random"], data["random"]);
+    assert_eq!(later["mapOrder"], data["mapOrder"]);
+}
+
+/// `time.Sleep` in a component has nothing to wait on: the runtime says so (on the log)
+/// and traps; the host reports it, and the next decision is served.
+#[test]
+fn a_go_policy_that_sleeps_is_contained() {
+    let policy = engine().load(&common::read_policy("fixtures/go-clock-reader.wasm")).expect("the fixture loads");
+    let scenario =
+        Scenario::read(&common::workspace().join("guest-memcached/scenarios/create.yaml")).expect("a scenario");
+    let Input::Reconcile(mut input) = scenario.input(&policy).expect("an input") else { panic!("any-kind input") };
+    let awake = input.clone();
+    input.parent.meta.name = "sleep".into();
+    let error = policy.decide(&Input::Reconcile(input)).expect_err("a sleeping policy cannot decide");
+    assert_eq!(error.reason(), "PolicyTrapped", "{error}");
+    policy.decide(&Input::Reconcile(awake)).expect("the next decision is served");
+}
