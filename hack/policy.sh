@@ -98,8 +98,8 @@ if [ "${GO:-0}" = 1 ] || { [ -n "$CRATE" ] && [ -f "$CRATE/go.mod" ]; }; then
   if [ -n "$CRATE" ]; then
     name=$(basename "$(sed -n 's/^module //p' "$CRATE/go.mod")")
     go_checks "$CRATE"
-    build_go "$CRATE" "$OUT/${name#guest-}.wasm"
-    log "target/policy/${name#guest-}.wasm: $(stat -c %s "$OUT/${name#guest-}.wasm") bytes"
+    build_go "$CRATE" "$OUT/${name#guest-}-go.wasm"
+    log "target/policy/${name#guest-}-go.wasm: $(stat -c %s "$OUT/${name#guest-}-go.wasm") bytes"
     exit 0
   fi
   for dir in "$ROOT"/go/guest-*/; do

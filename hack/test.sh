@@ -62,6 +62,13 @@ scaffold() {
     && target/debug/podset-host policy test target/policy/demo-ts.wasm "$dir"/guest-demo/scenarios/*.yaml
   rc=$?
   rm -rf "$dir"
+  # And in Go, outside the repository: gofmt, go vet, its test, its component, its scenario.
+  dir=$(mktemp -d)
+  [ "$rc" = 0 ] && target/debug/podset-host policy new demo --lang go --dir "$dir" >/dev/null \
+    && PODSET_HOST_BIN="$ROOT/target/debug/podset-host" hack/policy.sh --crate "$dir/guest-demo" \
+    && target/debug/podset-host policy test target/policy/demo-go.wasm "$dir"/guest-demo/scenarios/*.yaml
+  rc=$?
+  rm -rf "$dir"
   phase_end
   return $rc
 }

@@ -162,8 +162,9 @@ pub enum PolicyCommand {
         /// The podset-host repository (for policy-sdk) [default: the one this binary was built from].
         #[arg(long)]
         repo: Option<PathBuf>,
-        /// The policy's language: a Rust crate, or a TypeScript package (in this
-        /// repository: typescript/guest-NAME/, built to NAME-ts.wasm).
+        /// The policy's language: a Rust crate, a TypeScript package (in this
+        /// repository: typescript/guest-NAME/, built to NAME-ts.wasm), or a Go module (in
+        /// this repository: go/guest-NAME/, built to NAME-go.wasm).
         #[arg(long, value_enum, default_value_t)]
         lang: super::scaffold::Lang,
     },

@@ -214,15 +214,17 @@ fn new(
             println!("made {}: cargo test there, then `make policy` (in this repository) or", made.display());
             println!("`make -C {} policy-crate CRATE={}` builds the component", repo.display(), made.display());
         }
-        scaffold::Lang::Ts => {
+        scaffold::Lang::Ts | scaffold::Lang::Go => {
+            let (checks, suffix) =
+                if lang == scaffold::Lang::Ts { ("checks its types", "ts") } else { ("runs gofmt and go vet", "go") };
             println!(
-                "made {}: `make -C {} policy-crate CRATE={}` checks its types,",
+                "made {}: `make -C {} policy-crate CRATE={}` {checks},",
                 made.display(),
                 repo.display(),
                 made.display()
             );
             println!(
-                "runs its tests and builds target/policy/{name}-ts.wasm (in this repository, `make check` does too)"
+                "runs its tests and builds target/policy/{name}-{suffix}.wasm (in this repository, `make check` does too)"
             );
         }
     }

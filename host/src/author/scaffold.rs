@@ -6,7 +6,10 @@
 //! elsewhere (`--dir`), it is a workspace of its own that points at this repository's
 //! `policy-sdk`. With `--lang ts`, an npm package instead: `typescript/guest-NAME/` in
 //! this repository (`make check` tests and builds it to `target/policy/NAME-ts.wasm`),
-//! or `guest-NAME/` elsewhere, whose tsconfig points at this repository's SDK.
+//! or `guest-NAME/` elsewhere, whose tsconfig points at this repository's SDK. With
+//! `--lang go`, a Go module: `go/guest-NAME/` in this repository (added to `go/go.work`;
+//! `make check` tests and builds it to `target/policy/NAME-go.wasm`), or `guest-NAME/`
+//! elsewhere, whose go.mod replaces the SDK by this repository's copy.
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +34,17 @@ const TS_FILES: &[(&str, &str)] = &[
     ("scenarios/create.yaml", include_str!("../../templates/policy/scenarios/create.yaml")),
 ];
 
+/// The Go template: the same scenario and CRD as the others (they decide alike).
+const GO_FILES: &[(&str, &str)] = &[
+    ("go.mod", include_str!("../../templates/policy-go/go.mod.tmpl")),
+    ("README.md", include_str!("../../templates/policy-go/README.md")),
+    ("crd.yaml", include_str!("../../templates/policy-ts/crd.yaml")),
+    ("main.go", include_str!("../../templates/policy-go/main.go")),
+    ("policy.go", include_str!("../../templates/policy-go/policy.go")),
+    ("policy_test.go", include_str!("../../templates/policy-go/policy_test.go")),
+    ("scenarios/create.yaml", include_str!("../../templates/policy/scenarios/create.yaml")),
+];
+
 /// Written only for a package outside this repository (inside, the root tsconfig.json
 /// covers `typescript/*`).
 const TS_CONFIG: (&str, &str) = ("tsconfig.json", include_str!("../../templates/policy-ts/tsconfig.json.tmpl"));
@@ -42,6 +56,8 @@ pub enum Lang {
     Rust,
     /// TypeScript (`typescript/policy-sdk`, built by jco).
     Ts,
+    /// Go (`go/policy-sdk`, built by Go for wasip1 with wizer).
+    Go,
 }
 
 /// Written only for a crate outside this repository's workspace (inside, the
@@ -69,6 +85,8 @@ pub enum ScaffoldError {
     Exists(PathBuf),
     #[error("the policy SDK is not at {0}: run podset-host from its repository, or pass --repo")]
     NoSdk(PathBuf),
+    #[error("{0} has no `use (` block to add the policy to")]
+    GoWork(PathBuf),
     #[error("writing {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
 }
@@ -98,6 +116,7 @@ pub fn new_policy(req: &Request<'_>) -> Result<PathBuf, ScaffoldError> {
     let (sdk, manifest) = match req.lang {
         Lang::Rust => (req.repo.join("policy-sdk"), "Cargo.toml"),
         Lang::Ts => (req.repo.join("typescript/policy-sdk"), "package.json"),
+        Lang::Go => (req.repo.join("go/policy-sdk"), "go.mod"),
     };
     if !sdk.join(manifest).is_file() {
         return Err(ScaffoldError::NoSdk(sdk));
@@ -105,6 +124,7 @@ pub fn new_policy(req: &Request<'_>) -> Result<PathBuf, ScaffoldError> {
     let member = same_dir(req.dir, req.repo);
     let crate_dir = match req.lang {
         Lang::Ts if member => req.repo.join("typescript").join(format!("guest-{name}")),
+        Lang::Go if member => req.repo.join("go").join(format!("guest-{name}")),
         _ => req.dir.join(format!("guest-{name}")),
     };
     if crate_dir.exists() {
@@ -126,10 +146,12 @@ pub fn new_policy(req: &Request<'_>) -> Result<PathBuf, ScaffoldError> {
         ("{{sdk}}", if member { "../policy-sdk".into() } else { sdk.display().to_string() }),
         ("{{repo}}", req.repo.display().to_string()),
         ("{{standalone}}", if member { String::new() } else { STANDALONE.into() }),
+        ("{{go_replace}}", if member { String::new() } else { go_replace(req.repo) }),
     ];
     let files: Vec<&(&str, &str)> = match req.lang {
         Lang::Rust => FILES.iter().chain((!member).then_some(&CARGO_CONFIG)).collect(),
         Lang::Ts => TS_FILES.iter().chain((!member).then_some(&TS_CONFIG)).collect(),
+        Lang::Go => GO_FILES.iter().collect(),
     };
     for (path, template) in files {
         let text = vars.iter().fold(template.to_string(), |t, (k, v)| t.replace(k, v));
@@ -139,7 +161,35 @@ pub fn new_policy(req: &Request<'_>) -> Result<PathBuf, ScaffoldError> {
         }
         std::fs::write(&path, text).map_err(|source| ScaffoldError::Write { path: path.clone(), source })?;
     }
+    if req.lang == Lang::Go && member {
+        use_in_go_work(&req.repo.join("go/go.work"), &crate_name)?;
+    }
     Ok(crate_dir)
+}
+
+/// A module outside this repository reaches the SDK, and the runtime package its bindings
+/// import, through `replace` directives (no version of either is published).
+fn go_replace(repo: &Path) -> String {
+    let go = repo.join("go");
+    format!(
+        "\nrequire go.bytecodealliance.org/pkg v0.2.2\n\nreplace (\n\tpodset.dev/policy-sdk => {}\n\tgo.bytecodealliance.org/pkg => {}\n)\n",
+        go.join("policy-sdk").display(),
+        go.join("go-pkg").display()
+    )
+}
+
+/// Adds `./MODULE` to the `use` block of the repository's go.work, in order.
+fn use_in_go_work(work: &Path, module: &str) -> Result<(), ScaffoldError> {
+    let write = |source| ScaffoldError::Write { path: work.into(), source };
+    let text = std::fs::read_to_string(work).map_err(write)?;
+    let start = text.find("use (\n").ok_or_else(|| ScaffoldError::GoWork(work.into()))? + "use (\n".len();
+    let end = start + text[start..].find(')').ok_or_else(|| ScaffoldError::GoWork(work.into()))?;
+    let mut uses: Vec<&str> = text[start..end].lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let entry = format!("./{module}");
+    uses.push(&entry);
+    uses.sort_unstable();
+    let block: String = uses.iter().map(|u| format!("\t{u}\n")).collect();
+    std::fs::write(work, format!("{}{block}{}", &text[..start], &text[end..])).map_err(write)
 }
 
 fn capitalize(word: &str) -> String {
@@ -195,5 +245,34 @@ mod tests {
         // The scenario is the Rust template's: the two decide alike.
         let scenario = std::fs::read_to_string(dir.join("scenarios/create.yaml")).expect("the scenario");
         assert!(scenario.contains("kind: WebCache") && scenario.contains("sample-data"), "{scenario}");
+    }
+
+    #[test]
+    fn a_go_module_outside_the_repository_replaces_the_sdk_by_the_repositorys() {
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("the repository");
+        let out = tempfile::tempdir().expect("tempdir");
+        let req =
+            Request { name: "web-cache", dir: out.path(), group: Some("cache.acme.io"), repo: &repo, lang: Lang::Go };
+        let dir = new_policy(&req).expect("made");
+        for file in ["go.mod", "crd.yaml", "main.go", "policy.go", "policy_test.go", "README.md"] {
+            let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert!(!text.contains("{{"), "every placeholder of {file} is filled: {text}");
+        }
+        let policy = std::fs::read_to_string(dir.join("policy.go")).expect("policy.go");
+        assert!(
+            policy.contains(r#"policy.Kind{Group: "cache.acme.io", Version: "v1alpha1", Kind: "WebCache"}"#),
+            "{policy}"
+        );
+        let module = std::fs::read_to_string(dir.join("go.mod")).expect("go.mod");
+        assert!(module.contains(&format!("podset.dev/policy-sdk => {}/go/policy-sdk", repo.display())), "{module}");
+    }
+
+    #[test]
+    fn a_go_module_in_the_repository_joins_its_go_work_in_order() {
+        let work = tempfile::NamedTempFile::new().expect("a file");
+        std::fs::write(work.path(), "go 1.25\n\nuse (\n\t./go-pkg\n\t./policy-sdk\n)\n").expect("written");
+        use_in_go_work(work.path(), "guest-web").expect("added");
+        let text = std::fs::read_to_string(work.path()).expect("read");
+        assert_eq!(text, "go 1.25\n\nuse (\n\t./go-pkg\n\t./guest-web\n\t./policy-sdk\n)\n");
     }
 }
