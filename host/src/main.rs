@@ -311,6 +311,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 identity: args.leader.identity(),
                 record: args.record.settings(),
                 registry: args.registry.settings()?,
+                compiled_cache: Some(args.sandbox.compiled_cache.clone().unwrap_or_else(|| {
+                    args.policy_cache_dir.clone().unwrap_or_else(default_cache_dir).join("compiled")
+                })),
                 policy_cache_dir: args.policy_cache_dir.unwrap_or_else(default_cache_dir),
                 registry_poll: args.registry_poll,
                 trust: args.trust.trust(),

@@ -39,7 +39,7 @@ use crate::oci;
 use crate::reconcile::context::{Context, ContextSettings};
 use crate::reconcile::controller::SHUTDOWN_GRACE;
 use crate::reconcile::record;
-use crate::sandbox::{Limits, PolicyEngine};
+use crate::sandbox::{ArtifactCache, Limits, PolicyEngine};
 use crate::signature::Trust;
 use crate::sources::{self, Reaches, SourceSettings, Sources};
 
@@ -90,6 +90,8 @@ pub struct Settings {
     /// binary), not in the operator: see [`crate::sandbox::compile`]. `None` compiles
     /// in process.
     pub compiler: Option<PathBuf>,
+    /// Where compiled modules are kept across restarts (`None`: compiled at every start).
+    pub compiled_cache: Option<PathBuf>,
     /// Benchmark builds only: guest-podset decides natively (`sandbox::native`).
     #[cfg(feature = "native-podset")]
     pub native_podset: bool,
@@ -246,6 +248,13 @@ fn policy_engine(settings: &Settings) -> anyhow::Result<Arc<PolicyEngine>> {
     let mut engine = PolicyEngine::new(settings.limits.clone())?;
     if let Some(program) = &settings.compiler {
         engine.compile_in_child(program.clone());
+    }
+    // A cache that cannot be opened costs compiles, not service.
+    if let Some(dir) = &settings.compiled_cache {
+        match ArtifactCache::open(dir) {
+            Ok(cache) => engine.keep_compiled_in(cache),
+            Err(e) => warn!("compiled modules are not kept ({}): {e}", dir.display()),
+        }
     }
     #[cfg(feature = "native-podset")]
     engine.decide_natively(settings.native_podset);

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::oci;
-use crate::sandbox::{Limits, Policy, PolicyEngine};
+use crate::sandbox::{ArtifactCache, Limits, Policy, PolicyEngine};
 use crate::signature;
 
 /// How registries are reached: credentials, CAs, plain HTTP.
@@ -264,6 +264,10 @@ pub struct SandboxArgs {
     /// Linear-memory cap of one policy instance, in MiB.
     #[arg(long, env = "POLICY_MEMORY_MIB", default_value_t = 16)]
     pub policy_memory_mib: usize,
+    /// Keep compiled modules in this directory (private to this user), by digest, and
+    /// load them from it instead of compiling again [`run`: <policy-cache-dir>/compiled].
+    #[arg(long, env = "PODSET_COMPILED_CACHE")]
+    pub compiled_cache: Option<PathBuf>,
 }
 
 impl SandboxArgs {
@@ -271,8 +275,18 @@ impl SandboxArgs {
         Limits { deadline: self.policy_deadline, memory_bytes: self.policy_memory_mib << 20, ..Limits::default() }
     }
 
+    /// An engine with these bounds, keeping compiled modules where asked.
+    pub fn engine(&self) -> anyhow::Result<PolicyEngine> {
+        let mut engine = PolicyEngine::new(self.limits())?;
+        if let Some(dir) = &self.compiled_cache {
+            let cache = ArtifactCache::open(dir).with_context(|| format!("compiled-module cache {}", dir.display()))?;
+            engine.keep_compiled_in(cache);
+        }
+        Ok(engine)
+    }
+
     pub fn load(&self, module: &PathBuf) -> anyhow::Result<(PolicyEngine, Arc<Policy>)> {
-        let engine = PolicyEngine::new(self.limits())?;
+        let engine = self.engine()?;
         let bytes = std::fs::read(module).with_context(|| format!("reading {}", module.display()))?;
         let policy = engine.load(&bytes).with_context(|| format!("loading {}", module.display()))?;
         Ok((engine, policy))

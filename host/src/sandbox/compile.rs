@@ -11,9 +11,10 @@
 //! its load is refused with what the child said; the operator serves on.
 //!
 //! The artifact is native code that wasmtime trusts (its `deserialize` is `unsafe`
-//! for that reason): it comes from this same binary over a pipe, never from disk or
-//! the network, and wasmtime refuses one built by another version or for another
-//! engine configuration.
+//! for that reason): it comes from this same binary over a pipe, or from the
+//! operator's own private cache directory ([`super::artifacts`]), never from the
+//! network, and wasmtime refuses one built by another version or for another engine
+//! configuration.
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
@@ -22,7 +23,9 @@ use std::process::{Command, Stdio};
 use wasmtime::component::Component;
 use wasmtime::{Engine, InstanceAllocationStrategy};
 
+use super::artifacts::ArtifactCache;
 use super::config::config;
+use super::digest::Digest;
 use super::error::{Error, Result, chain};
 use super::limits::Limits;
 
@@ -43,18 +46,37 @@ pub enum Compiler {
 impl Compiler {
     /// Compiles `bytes` (already checked by [`super::inspect`]) for `engine`, whose
     /// configuration is [`config`]`(limits)`.
-    pub(super) fn component(&self, engine: &Engine, limits: &Limits, bytes: &[u8]) -> Result<Component> {
-        match self {
-            Compiler::InProcess => Component::new(engine, bytes).map_err(|e| Error::Invalid(chain(&e))),
-            Compiler::Child(program) => {
-                let artifact = in_child(program, limits, bytes)?;
-                // SAFETY: the artifact was compiled from `bytes` by this binary's own
-                // `compile-policy` with the same engine configuration (see the module
-                // docs); wasmtime checks its version and configuration before using it.
-                unsafe { Component::deserialize(engine, &artifact) }
-                    .map_err(|e| Error::Engine(format!("loading the compiled module: {}", chain(&e))))
-            }
+    /// With `cache`, a module compiled before (by digest) is loaded from it, and one
+    /// compiled now is kept in it.
+    pub(super) fn component(
+        &self,
+        engine: &Engine,
+        limits: &Limits,
+        bytes: &[u8],
+        cache: Option<(&ArtifactCache, &Digest)>,
+    ) -> Result<Component> {
+        if let Some((cache, digest)) = cache
+            && let Some(component) = cache.get(engine, digest)
+        {
+            return Ok(component);
         }
+        let artifact = match (self, cache) {
+            (Compiler::InProcess, None) => {
+                return Component::new(engine, bytes).map_err(|e| Error::Invalid(chain(&e)));
+            }
+            (Compiler::InProcess, Some(_)) => {
+                engine.precompile_component(bytes).map_err(|e| Error::Invalid(chain(&e)))?
+            }
+            (Compiler::Child(program), _) => in_child(program, limits, bytes)?,
+        };
+        if let Some((cache, digest)) = cache {
+            cache.put(engine, digest, &artifact);
+        }
+        // SAFETY: the artifact was compiled from `bytes` by this binary, in this process or
+        // its own `compile-policy` child, with the same engine configuration (see the
+        // module docs); wasmtime checks its version and configuration before using it.
+        unsafe { Component::deserialize(engine, &artifact) }
+            .map_err(|e| Error::Engine(format!("loading the compiled module: {}", chain(&e))))
     }
 }
 

@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Engine, Store, Trap};
 
+use super::artifacts::ArtifactCache;
 use super::compile::Compiler;
 use super::config::config;
 use super::decision::{Actions, Decision, Input};
@@ -36,6 +37,8 @@ pub struct PolicyEngine {
     pub(super) ticker: EpochTicker,
     /// Where modules are compiled: in process, or in a child (`run`).
     pub(super) compiler: Compiler,
+    /// Where compiled modules are kept across restarts, if anywhere.
+    pub(super) artifacts: Option<ArtifactCache>,
     /// Benchmark builds only: decide for guest-podset with its natively linked code.
     #[cfg(feature = "native-podset")]
     native_podset: bool,
@@ -78,6 +81,7 @@ impl PolicyEngine {
             compiled: Mutex::new(HashMap::new()),
             ticker,
             compiler: Compiler::InProcess,
+            artifacts: None,
             #[cfg(feature = "native-podset")]
             native_podset: false,
         })
@@ -87,6 +91,11 @@ impl PolicyEngine {
     /// on: see [`compile`](super::compile).
     pub fn compile_in_child(&mut self, program: PathBuf) {
         self.compiler = Compiler::Child(program);
+    }
+
+    /// Keeps compiled modules in `cache` from now on, and loads them from it.
+    pub fn keep_compiled_in(&mut self, cache: ArtifactCache) {
+        self.artifacts = Some(cache);
     }
 
     pub fn limits(&self) -> &Limits {

@@ -56,7 +56,8 @@ pub(super) fn load(engine: &PolicyEngine, bytes: &[u8], digest: Digest) -> Resul
     }
     check_header(bytes)?;
     inspect::check(bytes, limits)?;
-    let component = engine.compiler.component(&engine.engine, limits, bytes)?;
+    let component =
+        engine.compiler.component(&engine.engine, limits, bytes, engine.artifacts.as_ref().map(|c| (c, &digest)))?;
 
     let ty = component.component_type();
     let imports: Vec<String> = ty.imports(&engine.engine).map(|(name, _)| name.to_string()).collect();

@@ -3,10 +3,11 @@
 //!
 //! Pipeline, as in wasmtime's examples: one `Engine` (epoch interruption on) →
 //! `load` checks and compiles a module once per sha256 digest (for `run`, in a child
-//! process: [`compile`]) → an `InstancePre` with only the `log` import linked → every
+//! process: [`compile`]; kept on disk when asked: [`ArtifactCache`]) → an `InstancePre` with only the `log` import linked → every
 //! call gets a new `Store` (memory cap, epoch deadline), a new instance, one typed
 //! call, and its output checked against [`Limits`]. Nothing survives between calls.
 
+mod artifacts;
 pub mod compile;
 mod config;
 mod decision;
@@ -22,6 +23,7 @@ pub mod native;
 mod output;
 
 pub use crate::metrics::spent::Spent;
+pub use artifacts::ArtifactCache;
 pub use decision::{Actions, Decision, Input};
 pub use digest::Digest;
 pub use engine::{Policy, PolicyEngine};

@@ -6,14 +6,20 @@
 use podset_test_support as common;
 
 use podset_host::contract::bindings::reconciler::{Action, Input as ReconcileInput};
-use podset_host::sandbox::{Actions, Input, Limits, PolicyEngine};
+use podset_host::sandbox::{Actions, ArtifactCache, Input, Limits, PolicyEngine};
 use podset_host::scenario::Scenario;
 
 /// How many fresh instances decide the same input.
 const RUNS: usize = 500;
 
+/// An engine keeping compiled modules where `make check` keeps them
+/// (`PODSET_COMPILED_CACHE`): a 4 MB Go component compiles in 13 s in a debug build.
 fn engine() -> PolicyEngine {
-    PolicyEngine::new(Limits::default()).expect("engine")
+    let mut engine = PolicyEngine::new(Limits::default()).expect("engine");
+    if let Some(dir) = std::env::var_os("PODSET_COMPILED_CACHE") {
+        engine.keep_compiled_in(ArtifactCache::open(std::path::Path::new(&dir)).expect("the compiled-module cache"));
+    }
+    engine
 }
 
 /// The actions of `RUNS` decisions of `input`, each on a fresh instance: all the same.

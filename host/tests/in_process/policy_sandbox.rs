@@ -351,3 +351,44 @@ fn a_policy_of_any_world_is_benchmarked_on_its_scenarios() {
     let table = bench::ScenarioTable(&rows).to_string();
     assert!(table.lines().nth(2).is_some_and(|l| l.starts_with("| asks-for-mounts |")), "{table}");
 }
+
+/// A restart does not compile again: a second engine (as after an operator restart)
+/// loads the first one's artifact; one wasmtime refuses is replaced, and a directory
+/// others may write is never read.
+#[test]
+fn compiled_modules_are_kept_on_disk_by_digest_for_the_next_engine() {
+    use podset_host::sandbox::ArtifactCache;
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache_dir = dir.path().join("compiled");
+    let bytes = common::read_policy("podset.wasm");
+    let fresh = || {
+        let mut engine = PolicyEngine::new(Limits::default()).expect("engine");
+        engine.keep_compiled_in(ArtifactCache::open(&cache_dir).expect("a private directory"));
+        engine
+    };
+    let first = fresh().load(&bytes).expect("compiled");
+    let mode = std::fs::metadata(&cache_dir).expect("made").permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "the cache is private");
+    let artifacts: Vec<_> = std::fs::read_dir(&cache_dir).expect("listed").map(|e| e.expect("entry").path()).collect();
+    let [artifact] = artifacts.as_slice() else { panic!("one artifact: {artifacts:?}") };
+    let name = artifact.file_name().and_then(|n| n.to_str()).expect("a name");
+    assert!(name.starts_with(&first.digest().to_string()["sha256:".len()..]), "named by digest: {name}");
+
+    let started = Instant::now();
+    let second = fresh().load(&bytes).expect("loaded from the cache");
+    let from_disk = started.elapsed();
+    assert_eq!(second.decide(&input(3)).expect("decides").actions, first.decide(&input(3)).expect("decides").actions);
+    eprintln!("loaded from the cache in {from_disk:?}");
+
+    // A torn artifact is refused by wasmtime, removed, and the module compiled again.
+    std::fs::write(artifact, b"not an artifact").expect("torn");
+    let third = fresh().load(&bytes).expect("compiled again");
+    assert_eq!(third.decide(&input(2)).expect("decides").actions, first.decide(&input(2)).expect("decides").actions);
+    assert!(std::fs::metadata(artifact).expect("kept again").len() > 1000, "the artifact was written again");
+
+    std::fs::set_permissions(&cache_dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let refused = ArtifactCache::open(&cache_dir).expect_err("a directory others may write");
+    assert!(refused.to_string().contains("no one else may write"), "{refused}");
+}
