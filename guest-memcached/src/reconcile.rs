@@ -16,7 +16,9 @@ const RUN_AS_USER: i64 = 1001;
 pub fn reconcile(input: &Input) -> Result<Vec<Action>, PolicyError> {
     let parent = &input.parent;
     let spec: MemcachedSpec = parent.spec()?;
-    let current: MemcachedStatus = parent.status()?;
+    // `policyDigest` is the operator's: neither written nor compared here, or every
+    // decision after the operator wrote it would rewrite the status (seen by a shadow).
+    let current = MemcachedStatus { policy_digest: None, ..parent.status()? };
     if parent.meta.deleting {
         return finalize(input, &current);
     }
