@@ -185,14 +185,16 @@ ts_deps() {
 }
 
 
-# go_deps: a Go toolchain that builds policies (go:wasmexport, and the go directive of the
-# bindings' runtime package: Go >= 1.25 on PATH). Debian's golang-go (1.19) is too old,
-# and a toolchain is never downloaded here: say so instead.
+# go_deps: a Go toolchain that builds policies: Go >= 1.25 (go:wasmexport, and the go
+# directive of the bindings' runtime package). A Go from 1.21 to 1.24 on PATH fetches the
+# approved newer toolchain (GOTOOLCHAIN=go1.27.3) from the module proxy, cached with the
+# modules; an older one (Debian's golang-go is 1.19) cannot: say so.
 go_deps() {
   local v
-  command -v go >/dev/null || die "Go policies need Go >= 1.25 on PATH (none found)"
+  command -v go >/dev/null || die "Go policies need Go >= 1.21 on PATH (none found)"
   v=$(go env GOVERSION 2>/dev/null | sed -E 's/^go1\.([0-9]+).*/\1/')
-  [[ "$v" =~ ^[0-9]+$ ]] && [ "$v" -ge 25 ] || die "Go policies need Go >= 1.25 on PATH (found: $(go version 2>&1))"
+  [[ "$v" =~ ^[0-9]+$ ]] && [ "$v" -ge 21 ] || die "Go policies need Go >= 1.21 on PATH (found: $(go version 2>&1))"
+  if [ "$v" -lt 25 ]; then export GOTOOLCHAIN=go1.27.3; fi
 }
 
 # go_bindings SDK_DIR GO_PKG_DIR: the Go SDK's contract bindings, generated from wit/ by
