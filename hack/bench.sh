@@ -26,6 +26,20 @@ for policy in reloader tenant cronjob; do
     --budget "${BENCH_BUDGET:-2s}"
 done
 
+# The same policy in three languages, side by side: the Memcached's size, its compile
+# (no compiled-module cache: `loaded … in`), and a decision at 10, 100 and 1000 related
+# pods (the scenario's pods, repeated).
+unset PODSET_COMPILED_CACHE
+echo
+echo "## Policy decisions by language: the Memcached policy on guest-memcached/scenarios/status-from-pods.yaml"
+for policy in memcached memcached-ts memcached-go; do
+  echo
+  echo "### target/policy/$policy.wasm: $(stat -c %s "target/policy/$policy.wasm") bytes"
+  echo
+  target/release/podset-host policy bench "target/policy/$policy.wasm" guest-memcached/scenarios/status-from-pods.yaml \
+    --related 10,100,1000 --budget "${BENCH_BUDGET:-2s}"
+done
+
 export CLUSTER_DIR="$ROOT/.cluster-bench"
 trap 'hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
 hack/cluster.sh down >/dev/null 2>&1 || true

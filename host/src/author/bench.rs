@@ -106,6 +106,33 @@ pub fn run(policy: &Policy, sizes: &[usize], budget: Duration) -> Result<Vec<Row
     Ok(rows)
 }
 
+/// `input` with `count` related objects: its own, repeated with their names suffixed
+/// (`NAME-r7`), so that a scenario's decision is measured at a size; `None` when it has
+/// none to repeat or is not of the any-kind world.
+pub fn with_related(input: &Input, count: usize) -> Option<Input> {
+    let Input::Reconcile(input) = input else { return None };
+    if input.related.is_empty() {
+        return None;
+    }
+    let mut sized = input.clone();
+    sized.related = input
+        .related
+        .iter()
+        .cycle()
+        .take(count)
+        .enumerate()
+        .map(|(i, o)| {
+            let mut o = o.clone();
+            if i >= input.related.len() {
+                o.meta.name = format!("{}-r{i}", o.meta.name);
+                o.meta.uid = format!("{}-r{i}", o.meta.uid);
+            }
+            o
+        })
+        .collect();
+    Some(Input::Reconcile(sized))
+}
+
 /// One row of the scenarios' table.
 pub struct ScenarioRow {
     pub scenario: String,

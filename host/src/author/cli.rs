@@ -143,6 +143,10 @@ pub enum PolicyCommand {
         module: PathBuf,
         /// Scenario files whose inputs to decide, one row each, instead of generated PodSets.
         scenarios: Vec<PathBuf>,
+        /// Decide each scenario at these counts of related objects (its own, repeated
+        /// under new names), one row each: e.g. `--related 10,100,1000`.
+        #[arg(long, value_delimiter = ',')]
+        related: Vec<usize>,
         /// Time spent per row.
         #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
         budget: Duration,
@@ -265,7 +269,8 @@ pub struct SandboxArgs {
     #[arg(long, env = "POLICY_MEMORY_MIB", default_value_t = 16)]
     pub policy_memory_mib: usize,
     /// Keep compiled modules in this directory (private to this user), by digest, and
-    /// load them from it instead of compiling again [`run`: <policy-cache-dir>/compiled].
+    /// load them from it instead of compiling again (`run`: the policy cache directory's
+    /// `compiled/` when not given).
     #[arg(long, env = "PODSET_COMPILED_CACHE")]
     pub compiled_cache: Option<PathBuf>,
 }

@@ -25,7 +25,9 @@ pub fn run(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
         PolicyCommand::Record { kind, object, policy: module, output, sandbox } => {
             record(kind, object, module, output, sandbox)
         }
-        PolicyCommand::Bench { module, scenarios, budget, sandbox } => bench(module, scenarios, budget, sandbox),
+        PolicyCommand::Bench { module, scenarios, related, budget, sandbox } => {
+            bench(module, scenarios, related, budget, sandbox)
+        }
         PolicyCommand::New { name, dir, group, repo, lang } => new(name, dir, group, repo, lang),
         PolicyCommand::Keygen { prefix, force } => keygen(prefix, force),
         PolicyCommand::SignBlob { module, key, output } => sign_blob(module, key, output),
@@ -173,7 +175,13 @@ fn record(
 }
 
 /// Measures a PodSet policy's decision latency.
-fn bench(module: PathBuf, scenarios: Vec<PathBuf>, budget: Duration, sandbox: SandboxArgs) -> anyhow::Result<ExitCode> {
+fn bench(
+    module: PathBuf,
+    scenarios: Vec<PathBuf>,
+    related: Vec<usize>,
+    budget: Duration,
+    sandbox: SandboxArgs,
+) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     let (_engine, policy) = sandbox.load(&module)?;
     println!("{} — loaded (compile + checks) in {:?}\n", policy.label(), started.elapsed());
@@ -182,7 +190,15 @@ fn bench(module: PathBuf, scenarios: Vec<PathBuf>, budget: Duration, sandbox: Sa
         for path in &scenarios {
             let scenario = Scenario::read(path)?;
             let name = path.file_stem().map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into());
-            inputs.push((name, scenario.input(&policy)?));
+            let input = scenario.input(&policy)?;
+            for &count in &related {
+                if let Some(sized) = bench::with_related(&input, count) {
+                    inputs.push((format!("{name} @ {count} related"), sized));
+                }
+            }
+            if related.is_empty() {
+                inputs.push((name, input));
+            }
         }
         print!("{}", bench::ScenarioTable(&bench::scenarios(&policy, &inputs, budget)?));
         return Ok(ExitCode::SUCCESS);

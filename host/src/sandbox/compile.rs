@@ -12,7 +12,7 @@
 //!
 //! The artifact is native code that wasmtime trusts (its `deserialize` is `unsafe`
 //! for that reason): it comes from this same binary over a pipe, or from the
-//! operator's own private cache directory ([`super::artifacts`]), never from the
+//! operator's own private cache directory ([`super::ArtifactCache`]), never from the
 //! network, and wasmtime refuses one built by another version or for another engine
 //! configuration.
 

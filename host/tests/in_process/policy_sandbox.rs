@@ -392,3 +392,32 @@ fn compiled_modules_are_kept_on_disk_by_digest_for_the_next_engine() {
     let refused = ArtifactCache::open(&cache_dir).expect_err("a directory others may write");
     assert!(refused.to_string().contains("no one else may write"), "{refused}");
 }
+
+/// `policy bench --related N`: a scenario's related objects, repeated under new names,
+/// reach the policy as that many objects (the Memcached lists each running pod).
+#[test]
+fn a_scenario_is_benchmarked_at_a_count_of_related_objects() {
+    use podset_host::author::bench;
+    use podset_host::contract::bindings::reconciler::Action;
+    use podset_host::scenario::Scenario;
+
+    let policy = engine().load(&common::read_policy("memcached.wasm")).expect("the Memcached loads");
+    let scenario = Scenario::read(&common::workspace().join("guest-memcached/scenarios/status-from-pods.yaml"))
+        .expect("a scenario");
+    let memcached = scenario.input(&policy).expect("its input");
+    let sized = bench::with_related(&memcached, 100).expect("it has related pods");
+    let Actions::Reconcile(actions) = policy.decide(&sized).expect("decides").actions else { panic!("any-kind") };
+    let status = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::UpdateStatus(s) => serde_json::from_str::<serde_json::Value>(s).ok(),
+            _ => None,
+        })
+        .expect("a status");
+    let nodes = status["nodes"].as_array().expect("nodes");
+    // The scenario's four pods: two Running and a Pending one count, a Failed one does
+    // not; 100 objects are 25 rounds of them, 75 distinct names listed.
+    let unique: std::collections::BTreeSet<_> = nodes.iter().filter_map(|n| n.as_str()).collect();
+    assert_eq!((nodes.len(), unique.len()), (75, 75), "{nodes:?}");
+    assert!(bench::with_related(&input(1), 10).is_none(), "a PodSet input has no related objects");
+}
