@@ -67,19 +67,17 @@ tests() {
     name=$(basename "$dir")
     target/debug/podset-host policy test "target/policy/${name#guest-}.wasm" "$dir"scenarios/*.yaml | tee -a "$results" | tail -1
   done
-  # A policy in another language passes its Rust twin's scenarios (typescript/guest-NAME/:
-  # guest-NAME/scenarios/), unless it has its own.
-  for dir in typescript/guest-*/; do
-    name=$(basename "$dir")
-    scenarios="$dir"scenarios
-    [ -d "$scenarios" ] || scenarios="$name/scenarios"
-    target/debug/podset-host policy test "target/policy/${name#guest-}-ts.wasm" "$scenarios"/*.yaml | tee -a "$results" | tail -1
-  done
-  for dir in go/guest-*/; do
-    name=$(basename "$dir")
-    scenarios="$dir"scenarios
-    [ -d "$scenarios" ] || scenarios="$name/scenarios"
-    target/debug/podset-host policy test "target/policy/${name#guest-}-go.wasm" "$scenarios"/*.yaml | tee -a "$results" | tail -1
+  # A policy in another language passes its Rust twin's scenarios (typescript/guest-NAME/
+  # or go/guest-NAME/: guest-NAME/scenarios/), unless it has its own.
+  local lang
+  for lang in typescript:ts go:go; do
+    for dir in "${lang%%:*}"/guest-*/; do
+      name=$(basename "$dir")
+      scenarios="$dir"scenarios
+      [ -d "$scenarios" ] || scenarios="$name/scenarios"
+      target/debug/podset-host policy test "target/policy/${name#guest-}-${lang#*:}.wasm" "$scenarios"/*.yaml \
+        | tee -a "$results" | tail -1
+    done
   done
 }
 

@@ -59,20 +59,17 @@ scaffold() {
     && target/debug/podset-host policy test target/policy/demo.wasm "$dir"/guest-demo/scenarios/*.yaml
   local rc=$?
   rm -rf "$dir"
-  # The same in TypeScript, outside the repository: its types, its test, its component, its scenario.
-  dir=$(mktemp -d)
-  [ "$rc" = 0 ] && target/debug/podset-host policy new demo --lang ts --dir "$dir" >/dev/null \
-    && PODSET_HOST_BIN="$ROOT/target/debug/podset-host" hack/policy.sh --crate "$dir/guest-demo" \
-    && target/debug/podset-host policy test target/policy/demo-ts.wasm "$dir"/guest-demo/scenarios/*.yaml
-  rc=$?
-  rm -rf "$dir"
-  # And in Go, outside the repository: gofmt, go vet, its test, its component, its scenario.
-  dir=$(mktemp -d)
-  [ "$rc" = 0 ] && target/debug/podset-host policy new demo --lang go --dir "$dir" >/dev/null \
-    && PODSET_HOST_BIN="$ROOT/target/debug/podset-host" hack/policy.sh --crate "$dir/guest-demo" \
-    && target/debug/podset-host policy test target/policy/demo-go.wasm "$dir"/guest-demo/scenarios/*.yaml
-  rc=$?
-  rm -rf "$dir"
+  # The same in TypeScript and in Go, outside the repository: their checks (tsc --strict;
+  # gofmt and go vet), their test, their component, their scenario.
+  local lang
+  for lang in ts go; do
+    dir=$(mktemp -d)
+    [ "$rc" = 0 ] && target/debug/podset-host policy new demo --lang "$lang" --dir "$dir" >/dev/null \
+      && PODSET_HOST_BIN="$ROOT/target/debug/podset-host" hack/policy.sh --crate "$dir/guest-demo" \
+      && target/debug/podset-host policy test "target/policy/demo-$lang.wasm" "$dir"/guest-demo/scenarios/*.yaml
+    rc=$?
+    rm -rf "$dir"
+  done
   phase_end
   return $rc
 }

@@ -6,7 +6,7 @@
 use podset_test_support as common;
 
 use podset_host::contract::bindings::reconciler::{Action, Input as ReconcileInput};
-use podset_host::sandbox::{Actions, ArtifactCache, Input, Limits, PolicyEngine};
+use podset_host::sandbox::{Actions, ArtifactCache, Input, Limits, Policy, PolicyEngine};
 use podset_host::scenario::Scenario;
 
 /// How many fresh instances decide the same input.
@@ -23,7 +23,7 @@ fn engine() -> PolicyEngine {
 }
 
 /// The actions of `RUNS` decisions of `input`, each on a fresh instance: all the same.
-fn decide_every_time(policy: &podset_host::sandbox::Policy, input: &Input) -> Vec<Action> {
+fn decide_every_time(policy: &Policy, input: &Input) -> Vec<Action> {
     let first = policy.decide(input).expect("decides").actions;
     for run in 1..RUNS {
         let again = policy.decide(input).expect("decides").actions;
@@ -33,10 +33,11 @@ fn decide_every_time(policy: &podset_host::sandbox::Policy, input: &Input) -> Ve
     actions
 }
 
-#[test]
-fn the_typescript_memcached_imports_only_the_contract_and_decides_the_same_500_times() {
-    let policy = engine().load(&common::read_policy("memcached-ts.wasm")).expect("the TypeScript Memcached loads");
-    assert_eq!(policy.info().name, "guest-memcached-ts");
+/// The Memcached policy in another language: it imports nothing but the contract, and
+/// decides its Rust twin's scenario alike on every fresh instance.
+fn memcached_twin(module: &str, name: &str) {
+    let policy = engine().load(&common::read_policy(module)).unwrap_or_else(|e| panic!("{module} loads: {e}"));
+    assert_eq!(policy.info().name, name);
     let v = podset_host::contract::contract_version();
     for import in policy.imports() {
         assert!([format!("podset:policy/log@{v}"), format!("podset:policy/types@{v}")].contains(import), "{import}");
@@ -48,17 +49,34 @@ fn the_typescript_memcached_imports_only_the_contract_and_decides_the_same_500_t
     assert!(actions.iter().any(|a| matches!(a, Action::Apply(_))), "{actions:?}");
 }
 
-#[test]
-fn a_typescript_policy_reading_the_clock_and_randomness_reads_the_same_every_time() {
-    let policy = engine().load(&common::read_policy("fixtures/ts-clock-reader.wasm")).expect("the fixture loads");
+/// A fixture's input (the Memcached create scenario's), and how
+/// to read the ConfigMap data it applies: the same over `RUNS` fresh instances.
+fn clock_reader(policy: &Policy) -> (ReconcileInput, impl Fn(&ReconcileInput) -> serde_json::Value + '_) {
     let scenario =
         Scenario::read(&common::workspace().join("guest-memcached/scenarios/create.yaml")).expect("a scenario");
-    let Input::Reconcile(mut input) = scenario.input(&policy).expect("an input") else { panic!("any-kind input") };
+    let Input::Reconcile(input) = scenario.input(policy).expect("an input") else { panic!("any-kind input") };
     let read = |input: &ReconcileInput| -> serde_json::Value {
-        let actions = decide_every_time(&policy, &Input::Reconcile(input.clone()));
+        let actions = decide_every_time(policy, &Input::Reconcile(input.clone()));
         let [Action::Apply(cm)] = actions.as_slice() else { panic!("one ConfigMap: {actions:?}") };
         serde_json::from_str::<serde_json::Value>(cm).expect("JSON")["data"].clone()
     };
+    (input, read)
+}
+
+#[test]
+fn the_typescript_memcached_imports_only_the_contract_and_decides_the_same_500_times() {
+    memcached_twin("memcached-ts.wasm", "guest-memcached-ts");
+}
+
+#[test]
+fn the_go_memcached_imports_only_the_contract_and_decides_the_same_500_times() {
+    memcached_twin("memcached-go.wasm", "guest-memcached-go");
+}
+
+#[test]
+fn a_typescript_policy_reading_the_clock_and_randomness_reads_the_same_every_time() {
+    let policy = engine().load(&common::read_policy("fixtures/ts-clock-reader.wasm")).expect("the fixture loads");
+    let (mut input, read) = clock_reader(&policy);
     input.now = 1_700_000_000_123;
     let data = read(&input);
     // The clock is the input's: Date.now() and new Date() read it.
@@ -74,35 +92,12 @@ fn a_typescript_policy_reading_the_clock_and_randomness_reads_the_same_every_tim
     assert_eq!(later["random"], data["random"]);
 }
 
-#[test]
-fn the_go_memcached_imports_only_the_contract_and_decides_the_same_500_times() {
-    let policy = engine().load(&common::read_policy("memcached-go.wasm")).expect("the Go Memcached loads");
-    assert_eq!(policy.info().name, "guest-memcached-go");
-    let v = podset_host::contract::contract_version();
-    for import in policy.imports() {
-        assert!([format!("podset:policy/log@{v}"), format!("podset:policy/types@{v}")].contains(import), "{import}");
-    }
-    let scenario = Scenario::read(&common::workspace().join("guest-memcached/scenarios/status-from-pods.yaml"))
-        .expect("the Rust twin's scenario");
-    let input = scenario.input(&policy).expect("its input");
-    let actions = decide_every_time(&policy, &input);
-    assert!(actions.iter().any(|a| matches!(a, Action::Apply(_))), "{actions:?}");
-}
-
 /// The Go runtime asks WASI for clocks, random bytes and stdio, at start-up and in every
 /// decision; the component's adapter answers the same in every instance.
 #[test]
 fn a_go_policy_reading_the_clock_randomness_map_order_and_the_scheduler_reads_the_same_every_time() {
-    let engine = engine();
-    let policy = engine.load(&common::read_policy("fixtures/go-clock-reader.wasm")).expect("the fixture loads");
-    let scenario =
-        Scenario::read(&common::workspace().join("guest-memcached/scenarios/create.yaml")).expect("a scenario");
-    let Input::Reconcile(mut input) = scenario.input(&policy).expect("an input") else { panic!("any-kind input") };
-    let read = |input: &ReconcileInput| -> serde_json::Value {
-        let actions = decide_every_time(&policy, &Input::Reconcile(input.clone()));
-        let [Action::Apply(cm)] = actions.as_slice() else { panic!("one ConfigMap: {actions:?}") };
-        serde_json::from_str::<serde_json::Value>(cm).expect("JSON")["data"].clone()
-    };
+    let policy = engine().load(&common::read_policy("fixtures/go-clock-reader.wasm")).expect("the fixture loads");
+    let (mut input, read) = clock_reader(&policy);
     input.now = 1_700_000_000_123;
     let data = read(&input);
     // The input's clock is the policy's; Go's own wall clock stands at the epoch.
@@ -124,9 +119,7 @@ fn a_go_policy_reading_the_clock_randomness_map_order_and_the_scheduler_reads_th
 #[test]
 fn a_go_policy_that_sleeps_is_contained() {
     let policy = engine().load(&common::read_policy("fixtures/go-clock-reader.wasm")).expect("the fixture loads");
-    let scenario =
-        Scenario::read(&common::workspace().join("guest-memcached/scenarios/create.yaml")).expect("a scenario");
-    let Input::Reconcile(mut input) = scenario.input(&policy).expect("an input") else { panic!("any-kind input") };
+    let (mut input, _) = clock_reader(&policy);
     let awake = input.clone();
     input.parent.meta.name = "sleep".into();
     let error = policy.decide(&Input::Reconcile(input)).expect_err("a sleeping policy cannot decide");
