@@ -28,4 +28,5 @@ func Serve(p policy.Policy) {
 	served.Log = func(level policy.Level, message string) {
 		hostlog.Log(hostlog.Level(level), message)
 	}
+	served.WarmUp()
 }

@@ -66,6 +66,20 @@ func Decide(in wit.Input) (result witTypes.Result[[]wit.Action, types.PolicyErro
 	return witTypes.Err[[]wit.Action](types.PolicyError{Reason: "Error", Message: err.Error()})
 }
 
+// WarmUp runs the policy once on an input with nothing but an empty parent of its kind,
+// and encodes what it returns, all discarded: encoding/json builds its encoder and
+// decoder for a type the first time it meets it, which in a fresh instance is every
+// decision (0.9 ms of the scaffold's 1 ms, measured 2026-11-27). Run in an init
+// function, that work is in the build's snapshot, and every instance starts with it done.
+// A policy is a pure function, so running it here changes nothing else.
+func WarmUp() {
+	defer func() { _ = recover() }()
+	p := served()
+	in := policy.Input{Parent: policy.Object{Kind: p.Declares.Parent, Meta: policy.Meta{Name: "warm-up"}, Body: []byte("{}")}}
+	actions, _ := p.Decide(&in, policy.NewLogger(nil))
+	_, _ = toWit(actions)
+}
+
 func served() *policy.Policy {
 	if Policy == nil {
 		panic("no policy served: call component.Serve(policy) in an init function of the main package")

@@ -120,3 +120,17 @@ func TestInfoSaysTheContractAndTheDeclarations(t *testing.T) {
 		t.Errorf("selector: %+v", s)
 	}
 }
+
+func TestWarmUpDecidesOnceOnAnEmptyParentAndSwallowsWhatGoesWrong(t *testing.T) {
+	var seen []policy.Input
+	serve(t, func(in *policy.Input, _ policy.Logger) ([]policy.Action, error) {
+		seen = append(seen, *in)
+		return []policy.Action{policy.Apply(map[string]string{"kind": "ConfigMap"})}, nil
+	})
+	WarmUp()
+	if len(seen) != 1 || seen[0].Parent.Kind != configMap || string(seen[0].Parent.Body) != "{}" {
+		t.Errorf("one decision on an empty parent of the declared kind: %+v", seen)
+	}
+	serve(t, func(*policy.Input, policy.Logger) ([]policy.Action, error) { panic("not on an empty parent") })
+	WarmUp() // a policy that cannot decide on an empty parent stops nothing
+}
