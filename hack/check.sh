@@ -18,10 +18,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 export PODSET_BUILD=test
-# Compiled policy modules, by digest, for every engine the checks and tests start (the
-# CLI's, the in-process tests', the operators'): a Go component compiles in ~13 s in a
-# debug build, and loads from here in milliseconds.
-export PODSET_COMPILED_CACHE="${PODSET_COMPILED_CACHE:-${CARGO_TARGET_DIR:-$ROOT/target}/compiled}"
+keep_compiled_policies
 CHECKS_TARGET="${CARGO_TARGET_DIR:-$ROOT/target}/checks"
 
 formatting() {
@@ -118,13 +115,7 @@ go_policies() {
   rm -rf "$fresh"
   [ -z "$(gofmt -l go)" ] || die "not gofmt-formatted: $(gofmt -l go | tr '\n' ' ')"
   for dir in go/policy-sdk go/guest-*/; do
-    # The generated bindings are not vetted: their unsafe pointer arithmetic and unkeyed
-    # literals are the generator's (go test still runs vet's default checks over them).
-    (cd "$dir" && go vet $(go list ./... | grep -Ev '/internal/wit/(podset_policy_|wit_exports)') \
-      && GOOS=wasip1 GOARCH=wasm go vet $(go list ./... | grep -Ev '/internal/wit/(podset_policy_|wit_exports)')) \
-      || die "go vet failed in $dir (above)"
-    (cd "$dir" && go test ./... 2>&1) | grep -v 'no test files' | tee -a "${CHECK_RESULTS:-/dev/null}"
-    [ "${PIPESTATUS[0]}" = 0 ] || die "go test failed in $dir (above)"
+    go_checks "${dir%/}"
   done
   hack/policy.sh --go >/dev/null
 }

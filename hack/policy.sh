@@ -83,14 +83,6 @@ build_go() {
   "$HOST_BIN" policy componentize "$work/snapshot.wasm" -o "$out" >/dev/null || die "componentize $work/snapshot.wasm failed"
 }
 
-# go_checks DIR: gofmt, go vet and go test over the Go module DIR (natively).
-go_checks() {
-  local unformatted
-  unformatted=$(gofmt -l "$1")
-  [ -z "$unformatted" ] || die "not gofmt-formatted: $unformatted"
-  (cd "$1" && go vet ./... && go test ./... >&2) || die "go vet or go test failed in $1 (above)"
-}
-
 if [ "${GO:-0}" = 1 ] || { [ -n "$CRATE" ] && [ -f "$CRATE/go.mod" ]; }; then
   go_deps
   ts_deps # wizer comes with the TypeScript toolchain's lock

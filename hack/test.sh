@@ -13,10 +13,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 export PODSET_BUILD=test
-# Compiled policy modules, by digest, for every engine the checks and tests start (the
-# CLI's, the in-process tests', the operators'): a Go component compiles in ~13 s in a
-# debug build, and loads from here in milliseconds.
-export PODSET_COMPILED_CACHE="${PODSET_COMPILED_CACHE:-${CARGO_TARGET_DIR:-$ROOT/target}/compiled}"
+keep_compiled_policies
 started=$(date +%s)
 
 results="$(mktemp)"

@@ -300,6 +300,7 @@ fn reaches(files: &[PathBuf]) -> anyhow::Result<podset_host::sources::Reaches> {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => {
+            let policy_cache_dir = args.policy_cache_dir.unwrap_or_else(default_cache_dir);
             let settings = operator::Settings {
                 policies: args.policies,
                 shadows: args.shadows,
@@ -311,10 +312,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 identity: args.leader.identity(),
                 record: args.record.settings(),
                 registry: args.registry.settings()?,
-                compiled_cache: Some(args.sandbox.compiled_cache.clone().unwrap_or_else(|| {
-                    args.policy_cache_dir.clone().unwrap_or_else(default_cache_dir).join("compiled")
-                })),
-                policy_cache_dir: args.policy_cache_dir.unwrap_or_else(default_cache_dir),
+                compiled_cache: Some(
+                    args.sandbox.compiled_cache.clone().unwrap_or_else(|| policy_cache_dir.join("compiled")),
+                ),
+                policy_cache_dir,
                 registry_poll: args.registry_poll,
                 trust: args.trust.trust(),
                 namespace_selector: args.namespace_selector,

@@ -3,9 +3,10 @@
 //!
 //! Pipeline, as in wasmtime's examples: one `Engine` (epoch interruption on) →
 //! `load` checks and compiles a module once per sha256 digest (for `run`, in a child
-//! process: [`compile`]; kept on disk when asked: [`ArtifactCache`]) → an `InstancePre` with only the `log` import linked → every
-//! call gets a new `Store` (memory cap, epoch deadline), a new instance, one typed
-//! call, and its output checked against [`Limits`]. Nothing survives between calls.
+//! process: [`compile`]; kept on disk when asked: [`ArtifactCache`]) → an
+//! `InstancePre` with only the `log` import linked → every call gets a new `Store`
+//! (memory cap, epoch deadline), a new instance, one typed call, and its output
+//! checked against [`Limits`]. Nothing survives between calls.
 
 mod artifacts;
 pub mod compile;
