@@ -208,7 +208,8 @@ if [ "$FIXTURES" = 1 ]; then
     || build_ts_entry "$ROOT/typescript/policy-sdk/test/fixtures/clock-reader.ts" "$clock"
   # The Go policies, and a Go component that reads the clock, randomness, map order, the
   # scheduler and the GC (the same test).
-  "$0" --go
+  # (CARGO_TARGET_DIR is the policies' own here: the host binary is the native one.)
+  CARGO_TARGET_DIR="$NATIVE_TARGET_DIR" PODSET_HOST_BIN="$HOST_BIN" "$0" --go
   clock="$OUT/fixtures/go-clock-reader.wasm"
   [ -f "$clock" ] && [ -z "$(find "$ROOT/go/fixtures/clock-reader" "$ROOT/go/policy-sdk" "$ROOT/wit" "$ROOT/host/src/author" \
     -newer "$clock" -print -quit)" ] || build_go "$ROOT/go/fixtures/clock-reader" "$clock"
