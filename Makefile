@@ -45,7 +45,7 @@ docs: ## Regenerate docs/reference/{cli,metrics}.md from the binary (a test fail
 ts-bindings: ## Regenerate the TypeScript SDK's contract types (typescript/policy-sdk/src/generated/) from wit/
 	@. hack/lib.sh && ts_deps && node typescript/policy-sdk/generate.mjs
 
-go-bindings: ## Regenerate the Go SDK's contract bindings (go/policy-sdk/internal/wit/, go/go-pkg/) from wit/
+go-bindings: ## Regenerate the Go SDK's contract bindings (go/policy-sdk/internal/, go/go-pkg/) from wit/
 	@cargo build -q -p go-bindgen && . hack/lib.sh && go_deps && go_bindings go/policy-sdk go/go-pkg
 
 manifests: ## Regenerate manifests/crd/ from the Rust types (the host's and each policy's)

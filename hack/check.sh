@@ -107,11 +107,13 @@ go_policies() {
   go_deps
   local fresh dir
   fresh=$(mktemp -d)
-  mkdir -p "$fresh/sdk/internal/wit"
   go_bindings "$fresh/sdk" "$fresh/go-pkg"
-  diff -r -x 'export_*' "$fresh/sdk/internal/wit" go/policy-sdk/internal/wit >/dev/null \
-    && diff -r "$fresh/go-pkg" go/go-pkg >/dev/null \
-    || { rm -rf "$fresh"; die "go/policy-sdk/internal/wit/ or go/go-pkg/ is out of date with wit/ and go-bindgen: run make go-bindings"; }
+  for dir in wit witpodset contract; do
+    diff -r -x 'export_*' "$fresh/sdk/internal/$dir" "go/policy-sdk/internal/$dir" >/dev/null \
+      || { rm -rf "$fresh"; die "go/policy-sdk/internal/$dir/ is out of date with wit/ and go-bindgen: run make go-bindings"; }
+  done
+  diff -r "$fresh/go-pkg" go/go-pkg >/dev/null \
+    || { rm -rf "$fresh"; die "go/go-pkg/ is out of date with go-bindgen's crate: run make go-bindings"; }
   rm -rf "$fresh"
   [ -z "$(gofmt -l go)" ] || die "not gofmt-formatted: $(gofmt -l go | tr '\n' ' ')"
   for dir in go/policy-sdk go/guest-*/; do

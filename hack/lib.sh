@@ -205,7 +205,7 @@ go_checks() {
   local unformatted packages
   unformatted=$(gofmt -l "$1")
   [ -z "$unformatted" ] || die "not gofmt-formatted: $(echo "$unformatted" | tr '\n' ' ')"
-  packages=$(cd "$1" && go list ./... | grep -Ev '/internal/wit/(podset_policy_|wit_exports)') \
+  packages=$(cd "$1" && go list ./... | grep -Ev '/internal/wit(podset)?/(podset_policy_|wit_exports)') \
     || die "go list failed in $1 (above)"
   # shellcheck disable=SC2086 # one word per package
   (cd "$1" && go vet $packages && GOOS=wasip1 GOARCH=wasm go vet $packages) || die "go vet failed in $1 (above)"
@@ -222,18 +222,22 @@ keep_compiled_policies() {
 }
 
 # go_bindings SDK_DIR GO_PKG_DIR: the Go SDK's contract bindings, generated from wit/ by
-# go-bindgen (wit-bindgen-go, the release the Rust guests use) into SDK_DIR/internal/wit/
-# (beside the hand-written export_* packages), and the runtime package they import,
+# go-bindgen (wit-bindgen-go, the release the Rust guests use): the reconcile-policy
+# world into SDK_DIR/internal/wit/, the podset-policy world into internal/witpodset/
+# (each beside its hand-written export_* packages), the version into internal/contract/; and the runtime package they import,
 # go.bytecodealliance.org/pkg, copied from the same crate's source into GO_PKG_DIR (the
 # module proxy serves no version of it). `make go-bindings` writes the committed copies;
 # `make check` writes both into a temporary directory and compares.
 go_bindings() {
   local sdk=$1 pkg=$2 crate
-  [ -x "$ROOT/target/debug/go-bindgen" ] || (cd "$ROOT" && cargo build -q -p go-bindgen) || die "building go-bindgen failed"
-  find "$sdk/internal/wit" -mindepth 1 -maxdepth 1 ! -name 'export_*' -exec rm -rf {} + 2>/dev/null || true
-  "$ROOT/target/debug/go-bindgen" "$ROOT/wit" "$sdk/internal/wit" --world reconcile-policy \
-    --package podset.dev/policy-sdk/internal/wit || die "go-bindgen failed"
-  gofmt -w "$sdk/internal/wit"
+  local bindgen="${CARGO_TARGET_DIR:-$ROOT/target}/debug/go-bindgen"
+  [ -x "$bindgen" ] || (cd "$ROOT" && cargo build -q -p go-bindgen) || die "building go-bindgen failed"
+  find "$sdk/internal/wit" "$sdk/internal/witpodset" -mindepth 1 -maxdepth 1 ! -name 'export_*' -exec rm -rf {} + 2>/dev/null \
+    || true
+  rm -rf "$sdk/internal/contract"
+  "$bindgen" "$ROOT/wit" "$sdk/internal" --package podset.dev/policy-sdk/internal \
+    --world reconcile-policy=wit --world podset-policy=witpodset || die "go-bindgen failed"
+  gofmt -w "$sdk/internal/wit" "$sdk/internal/witpodset" "$sdk/internal/contract"
   crate=$(cd "$ROOT" && cargo metadata --format-version 1 --locked \
     | node -e 'const m = JSON.parse(require("fs").readFileSync(0, "utf8"));
       const p = m.packages.find((p) => p.name === "wit-bindgen-go");

@@ -3,7 +3,7 @@ package policy
 import (
 	"fmt"
 
-	"podset.dev/policy-sdk/internal/wit/contract"
+	"podset.dev/policy-sdk/internal/contract"
 )
 
 // Contract is the version of wit/policy.wit's package this SDK was generated from: the
