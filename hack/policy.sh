@@ -35,15 +35,15 @@ mkdir -p "$OUT"
 # build_ts_entry ENTRY.ts OUTPUT: a TypeScript component entry, bundled (rolldown) and
 # componentized (jco).
 build_ts_entry() {
-  local entry=$1 out=$2 work
+  local entry=$1 out=$2 work world
   work="$ROOT/target/ts-build/$(basename "$(dirname "$(dirname "$entry")")")-$(basename "${entry%.ts}")"
   mkdir -p "$work"
-  node "$ROOT/typescript/policy-sdk/bundle.mjs" "$entry" "$work/component.js" || die "bundling $entry failed"
+  world=$(node "$ROOT/typescript/policy-sdk/bundle.mjs" "$entry" "$work/component.js") || die "bundling $entry failed"
   # jco reads its source relative to the working directory. QuickJS, not StarlingMonkey:
   # 1.6 MiB and ~0.1 ms a decision, against 11 MiB (over the module cap) and 20x slower
   # (measured 2026-11-26). Every WASI import is stubbed: the component imports only `log`.
   (cd "$work" && "$ROOT/node_modules/.bin/jco" componentize component.js --wit "$ROOT/wit/policy.wit" \
-      -n reconcile-policy --backend quickjs --backend-qjs-stub-wasi --backend-qjs-disable-async -o "$out" >/dev/null) \
+      -n "$world" --backend quickjs --backend-qjs-stub-wasi --backend-qjs-disable-async -o "$out" >/dev/null) \
     || die "jco componentize $entry failed"
 }
 

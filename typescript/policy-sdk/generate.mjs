@@ -24,16 +24,20 @@ const bindgen = await import(join(transpile, 'vendor/js-component-bindgen-compon
 await bindgen.$init;
 
 const header = '// Generated from wit/policy.wit by typescript/policy-sdk/generate.mjs: do not edit.\n';
-const files = bindgen.generateTypes('policy', {
-  wit: { tag: 'source', val: source },
-  world: 'reconcile-policy',
-  guest: true,
-  features: { tag: 'list', val: [] },
-});
-for (const [name, bytes] of files) {
-  const path = join(out, name);
-  mkdirSync(dirname(path), { recursive: true });
-  writeFileSync(path, header + new TextDecoder().decode(bytes));
+// Both worlds: each names its file (`policy.d.ts`, the any-kind world's;
+// `podset-policy.d.ts`) and its interfaces' (shared ones are the same text either way).
+for (const [name, world] of [['policy', 'reconcile-policy'], ['podset-policy', 'podset-policy']]) {
+  const files = bindgen.generateTypes(name, {
+    wit: { tag: 'source', val: source },
+    world,
+    guest: true,
+    features: { tag: 'list', val: [] },
+  });
+  for (const [file, bytes] of files) {
+    const path = join(out, file);
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, header + new TextDecoder().decode(bytes));
+  }
 }
 writeFileSync(
   join(out, 'contract.ts'),

@@ -58,14 +58,21 @@ export function serve(policy: Policy, log: (level: Level, message: string) => vo
         try {
           return deterministic(Number(input.now), () => policy.decide(fromWit(input), out));
         } catch (e) {
-          // jco returns a thrown value as the result's `err` (a `policy-error`).
-          throw e instanceof PolicyError
-            ? { reason: e.reason, message: e.message }
-            : { reason: 'Exception', message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
+          throw policyError(e);
         }
       },
     },
   };
+}
+
+/**
+ * What a decision threw, as the `policy-error` jco returns for a thrown value (the
+ * result's `err`): a `PolicyError` as it is, anything else with reason `Exception`.
+ */
+export function policyError(e: unknown): witTypes.PolicyError {
+  return e instanceof PolicyError
+    ? { reason: e.reason, message: e.message }
+    : { reason: 'Exception', message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
 }
 
 /**
