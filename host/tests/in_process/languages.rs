@@ -23,25 +23,53 @@ fn engine() -> PolicyEngine {
 }
 
 /// The actions of `RUNS` decisions of `input`, each on a fresh instance: all the same.
-fn decide_every_time(policy: &Policy, input: &Input) -> Vec<Action> {
+fn same_every_time(policy: &Policy, input: &Input) -> Actions {
     let first = policy.decide(input).expect("decides").actions;
     for run in 1..RUNS {
         let again = policy.decide(input).expect("decides").actions;
         assert_eq!(again, first, "decision {run} of {RUNS} differs from the first");
     }
-    let Actions::Reconcile(actions) = first else { panic!("an any-kind policy answers in its world") };
+    first
+}
+
+/// [`same_every_time`], for an any-kind policy.
+fn decide_every_time(policy: &Policy, input: &Input) -> Vec<Action> {
+    let Actions::Reconcile(actions) = same_every_time(policy, input) else {
+        panic!("an any-kind policy answers in its world")
+    };
     actions
 }
 
-/// The Memcached policy in another language: it imports nothing but the contract, and
-/// decides its Rust twin's scenario alike on every fresh instance.
-fn memcached_twin(module: &str, name: &str) {
-    let policy = engine().load(&common::read_policy(module)).unwrap_or_else(|e| panic!("{module} loads: {e}"));
+/// `module`, loaded: named `name`, and importing nothing but the contract.
+fn load_twin(engine: &PolicyEngine, module: &str, name: &str) -> std::sync::Arc<Policy> {
+    let policy = engine.load(&common::read_policy(module)).unwrap_or_else(|e| panic!("{module} loads: {e}"));
     assert_eq!(policy.info().name, name);
     let v = podset_host::contract::contract_version();
     for import in policy.imports() {
         assert!([format!("podset:policy/log@{v}"), format!("podset:policy/types@{v}")].contains(import), "{import}");
     }
+    policy
+}
+
+/// The PodSet policy in another language, on the typed world: it imports nothing but the
+/// contract, and decides its Rust twin's scale-down alike on every fresh instance, and as
+/// the twin does.
+fn podset_twin(module: &str, name: &str) {
+    let engine = engine();
+    let policy = load_twin(&engine, module, name);
+    let twin = engine.load(&common::read_policy("podset.wasm")).expect("the Rust twin loads");
+    let scenario = Scenario::read(&common::workspace().join("guest-podset/scenarios/scale-down-ranking.yaml"))
+        .expect("the Rust twin's scenario");
+    let input = scenario.input(&policy).expect("its input");
+    let actions = same_every_time(&policy, &input);
+    assert_eq!(actions, twin.decide(&input).expect("the twin decides").actions);
+    assert!(matches!(&actions, Actions::PodSet(a) if a.len() == 5), "{actions:?}");
+}
+
+/// The Memcached policy in another language: it imports nothing but the contract, and
+/// decides its Rust twin's scenario alike on every fresh instance.
+fn memcached_twin(module: &str, name: &str) {
+    let policy = load_twin(&engine(), module, name);
     let scenario = Scenario::read(&common::workspace().join("guest-memcached/scenarios/status-from-pods.yaml"))
         .expect("the Rust twin's scenario");
     let input = scenario.input(&policy).expect("its input");
@@ -71,6 +99,16 @@ fn the_typescript_memcached_imports_only_the_contract_and_decides_the_same_500_t
 #[test]
 fn the_go_memcached_imports_only_the_contract_and_decides_the_same_500_times() {
     memcached_twin("memcached-go.wasm", "guest-memcached-go");
+}
+
+#[test]
+fn the_typescript_podset_imports_only_the_contract_and_decides_as_the_rust_one_500_times() {
+    podset_twin("podset-ts.wasm", "guest-podset-ts");
+}
+
+#[test]
+fn the_go_podset_imports_only_the_contract_and_decides_as_the_rust_one_500_times() {
+    podset_twin("podset-go.wasm", "guest-podset-go");
 }
 
 #[test]
