@@ -1,8 +1,10 @@
-// Package policy writes a podset-host reconcile policy in Go.
+// Package policy writes a podset-host reconcile policy in Go: the contract's any-kind
+// world (`reconcile-policy`). Package podset.dev/policy-sdk/podset writes one of its
+// typed PodSet world (`podset-policy`).
 //
-// The contract is wit/policy.wit; its Go bindings are generated into internal/wit/
-// (`make go-bindings`, drift-checked by `make check`), and this package holds what a
-// policy works with around them, so that a policy is a value:
+// The contract is wit/policy.wit; its Go bindings are generated into internal/, a
+// directory per world (`make go-bindings`, drift-checked by `make check`), and this
+// package holds what a policy works with around them, so that a policy is a value:
 //
 //	var Policy = policy.Policy{Name: …, Version: …, Declares: …, Decide: decide}
 //
