@@ -10,6 +10,8 @@
 //! - **Shadow**: the same rounds with a shadow of the same module beside every
 //!   decision (a Shadow ReconcilePolicy in the round's namespace), against none.
 //! - **Hot swap** across the PodSets of the last round.
+//! - **Languages**: the PodSet policy in TypeScript and in Go against the same in Rust,
+//!   each in an operator of its own, in alternating rounds.
 //! - **Scale**: many PodSets with three policies loaded: time, memory, the writes
 //!   and CPU of a resync with nothing to do, memory per extra policy.
 //!
@@ -851,6 +853,7 @@ async fn main() {
     let mut tables = Vec::new();
     if run != Run::ScaleOnly {
         tables.extend(rounds_tables(&client, &s, &run_label).await);
+        tables.extend(by_language(&client, &s).await);
     }
     if run != Run::RoundsOnly {
         // The scale table and the curve start operators of their own.
@@ -1116,6 +1119,134 @@ fn native_vs_wasm(s: &Sizes, native: &[Round], ours: &[Round]) -> Table {
     tn.medians("decisions' share of reconcile time, %", native, ours, &|r| r.split.decision_share() * 100.0, "", None);
 
     tn
+}
+
+/// The default PodSet policy's twins (`guest-podset/`, `typescript/guest-podset/`,
+/// `go/guest-podset/`): each language's module and its target/policy file.
+const LANGUAGES: [(&str, &str); 3] =
+    [("Rust", "podset.wasm"), ("TypeScript", "podset-ts.wasm"), ("Go", "podset-go.wasm")];
+
+/// One language's operator and what its rounds measured.
+struct LanguageRun {
+    file: std::path::PathBuf,
+    name: String,
+    label: String,
+    /// Started for its first round, stopped after each.
+    op: Option<common::Operator>,
+    module_bytes: f64,
+    /// Measured once the operator is ready, before its first round.
+    idle_rss: f64,
+    busy_rss: f64,
+    rounds: Vec<Round>,
+}
+
+/// The PodSet policy in TypeScript and in Go against the same in Rust, inside the
+/// operator: each language served by an operator of its own, the only one running during
+/// its rounds (as in the alternating rounds), in alternating rounds of the rounds' size,
+/// converging only. A table per language against Rust.
+async fn by_language(client: &Client, s: &Sizes) -> Vec<(Table, &'static str)> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut runs: Vec<LanguageRun> = LANGUAGES
+        .iter()
+        .map(|(lang, module)| {
+            let bytes = common::read_policy(module);
+            let file = dir.path().join(module);
+            std::fs::write(&file, &bytes).expect("policy file");
+            let name = format!("bench-{}", lang.to_lowercase());
+            let label = format!("podset.dev/{name}={}", std::process::id());
+            let module_bytes = bytes.len() as f64;
+            LanguageRun { file, name, label, op: None, module_bytes, idle_rss: 0.0, busy_rss: 0.0, rounds: Vec::new() }
+        })
+        .collect();
+    for r in 0..s.rounds {
+        let mut order: Vec<usize> = (0..runs.len()).collect();
+        if r % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let run = &mut runs[i];
+            let mut op = match run.op.take() {
+                Some(mut op) => {
+                    op.respawn();
+                    op
+                }
+                None => {
+                    common::Operator::spawn_shard(&run.name, &run.label, &[&run.file], &common::kubeconfig_path(), &[])
+                }
+            };
+            op.ready().await;
+            if run.rounds.is_empty() {
+                run.idle_rss = rss(op.pid());
+            }
+            let ns = bench_namespace(client, "bench-lang", &run.label).await;
+            let before = Split::of(&op.metrics().await);
+            let mut result = round(client, Peer::PodSet, op.pid(), &ns, s, false).await;
+            result.split = Split::of(&op.metrics().await).minus(&before);
+            run.busy_rss = f64::max(run.busy_rss, rss(op.pid()));
+            eprintln!(
+                "round {} {}: converged {:.2?}, decision {:.0} µs, {:.1} % of reconcile time",
+                r + 1,
+                LANGUAGES[i].0,
+                result.converge,
+                result.split.mean_decision() * 1e6,
+                result.split.decision_share() * 100.0,
+            );
+            run.rounds.push(result);
+            drop_namespace(client, &ns).await;
+            op.kill();
+            run.op = Some(op);
+        }
+    }
+    let secs = |d: Duration| d.as_secs_f64();
+    let rust = &runs[0];
+    runs[1..]
+        .iter()
+        .zip(&LANGUAGES[1..])
+        .map(|(run, (lang, module))| {
+            let mut t = Table::new(&format!(
+                "The PodSet policy in {lang} (target/policy/{module}) vs in Rust, inside the operator: {} × {}, {} alternating rounds (medians)",
+                s.objects, s.replicas, s.rounds
+            ));
+            t.medians(
+                "time until every PodSet reports all replicas available",
+                &rust.rounds,
+                &run.rounds,
+                &|r| secs(r.converge),
+                "s",
+                None,
+            );
+            t.medians("per object, p99", &rust.rounds, &run.rounds, &|r| secs(percentile(&r.per_object, 0.99)), "s", None);
+            // The goal for a decision in another language: ≤ 10× Rust's.
+            t.medians(
+                "mean decision inside the operator",
+                &rust.rounds,
+                &run.rounds,
+                &|r| r.split.mean_decision() * 1e6,
+                "µs",
+                Some(10.0),
+            );
+            t.medians(
+                "decisions' share of reconcile time, %",
+                &rust.rounds,
+                &run.rounds,
+                &|r| r.split.decision_share() * 100.0,
+                "",
+                None,
+            );
+            t.medians(
+                "operator CPU per PodSet",
+                &rust.rounds,
+                &run.rounds,
+                &|r| r.controller_cpu * 1e3,
+                "ms CPU",
+                None,
+            );
+            t.ratio("module size", rust.module_bytes / 1e6, run.module_bytes / 1e6, "MB", None);
+            t.ratio("operator RSS, idle, the policy loaded", rust.idle_rss, run.idle_rss, "MiB", None);
+            t.ratio("operator RSS, converged (peak of the rounds)", rust.busy_rss, run.busy_rss, "MiB", None);
+            (t, "Rust")
+        })
+        .collect()
 }
 
 /// The operator with a shadow of the same module, against it without.
