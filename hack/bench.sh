@@ -12,10 +12,14 @@ log "building (release)"
 cargo build --release -p podset-host --bin podset-host --features native-podset
 PODSET_HOST_BIN="$ROOT/target/release/podset-host" hack/policy.sh --fixtures
 
-echo
-echo "## Policy decisions: fresh instance + call, target/policy/podset.wasm"
-echo
-target/release/podset-host policy bench target/policy/podset.wasm --budget "${BENCH_BUDGET:-2s}"
+# The PodSet policy in three languages (guest-podset/ and its twins in typescript/ and go/):
+# a fresh instance and a call at 10, 100 and 1000 pods.
+for policy in podset podset-ts podset-go; do
+  echo
+  echo "## Policy decisions: fresh instance + call, target/policy/$policy.wasm: $(stat -c %s "target/policy/$policy.wasm") bytes"
+  echo
+  target/release/podset-host policy bench "target/policy/$policy.wasm" --budget "${BENCH_BUDGET:-2s}"
+done
 # The any-kind policies on their scenarios: one call each (a Reloader reconcile whose
 # lookups chain takes three calls the first time, then one).
 for policy in reloader tenant cronjob; do
