@@ -4,13 +4,13 @@
 package podsetserved
 
 import (
-	"fmt"
 	"math"
 	"sort"
 	"time"
 
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 	policy "podset.dev/policy-sdk"
+	"podset.dev/policy-sdk/internal/decision"
 	wit "podset.dev/policy-sdk/internal/witpodset/podset_policy_podset"
 	types "podset.dev/policy-sdk/internal/witpodset/podset_policy_types"
 	"podset.dev/policy-sdk/podset"
@@ -45,24 +45,15 @@ func Info() types.PolicyInfo {
 
 // Decide is one decision of the served policy: an error it returns, or a panic, is the
 // decision's policy-error.
-func Decide(in wit.Input) (result witTypes.Result[[]wit.Action, types.PolicyError]) {
-	defer func() {
-		if r := recover(); r != nil {
-			result = witTypes.Err[[]wit.Action](types.PolicyError{Reason: "Panic", Message: fmt.Sprint(r)})
-		}
-	}()
-	input := FromWit(in)
-	actions, err := served().Decide(&input, policy.NewLogger(Log))
-	if err == nil {
-		var out []wit.Action
-		if out, err = ToWit(actions); err == nil {
-			return witTypes.Ok[[]wit.Action, types.PolicyError](out)
-		}
+func Decide(in wit.Input) witTypes.Result[[]wit.Action, types.PolicyError] {
+	out, failure := decision.Run(func() ([]podset.Action, error) {
+		input := FromWit(in)
+		return served().Decide(&input, policy.NewLogger(Log))
+	}, ToWit)
+	if failure != nil {
+		return witTypes.Err[[]wit.Action](types.PolicyError{Reason: failure.Reason, Message: failure.Message})
 	}
-	if e, ok := err.(*policy.Error); ok {
-		return witTypes.Err[[]wit.Action](types.PolicyError{Reason: e.Reason, Message: e.Message})
-	}
-	return witTypes.Err[[]wit.Action](types.PolicyError{Reason: "Error", Message: err.Error()})
+	return witTypes.Ok[[]wit.Action, types.PolicyError](out)
 }
 
 // WarmUp runs the policy once on a PodSet of one replica with one running pod, and
