@@ -224,9 +224,9 @@ keep_compiled_policies() {
 # go_bindings SDK_DIR GO_PKG_DIR: the Go SDK's contract bindings, generated from wit/ by
 # go-bindgen (wit-bindgen-go, the release the Rust guests use): the reconcile-policy
 # world into SDK_DIR/internal/wit/, the podset-policy world into internal/witpodset/
-# (each beside its hand-written export_* packages), the version into internal/contract/; and the runtime package they import,
-# go.bytecodealliance.org/pkg, copied from the same crate's source into GO_PKG_DIR (the
-# module proxy serves no version of it). `make go-bindings` writes the committed copies;
+# (each beside its hand-written export_* packages), the version into internal/contract/;
+# and the runtime package they import, go.bytecodealliance.org/pkg, copied from the same
+# crate's source into GO_PKG_DIR (the module proxy serves no version of it). `make go-bindings` writes the committed copies;
 # `make check` writes both into a temporary directory and compares.
 go_bindings() {
   local sdk=$1 pkg=$2 crate

@@ -11,16 +11,16 @@
 
 import type * as witTypes from 'podset:policy/types@0.4.0';
 import type * as wit from 'podset:policy/podset@0.4.0';
-import { CONTRACT } from './generated/contract.ts';
 import { PolicyError } from './errors.ts';
-import { Kind } from './objects.ts';
-import { deterministic, type Level, type Logger, logger, policyError } from './serve.ts';
+import { Kind, type KeyValue } from './objects.ts';
+import { decision, identityOf, type Level, type Logger, logger } from './serve.ts';
+
+export type { KeyValue };
 
 /** The parent kind of every policy of this world, and its children's. */
 export const PODSET = new Kind('app.example.com', 'v1alpha1', 'PodSet');
 export const POD = new Kind('', 'v1', 'Pod');
 
-export type KeyValue = witTypes.KeyValue;
 /** A status condition as a PodSet policy sees it; the host keeps `lastTransitionTime`. */
 export type Condition = witTypes.Condition;
 export type ConditionStatus = witTypes.ConditionStatus;
@@ -126,26 +126,15 @@ export function podSetFromWit(input: wit.Input): Input {
 /** The component's exports for the PodSet policy `policy`, logging through the host's `log`. */
 export function servePodSet(policy: PodSetPolicy, log: (level: Level, message: string) => void) {
   const out = logger(log);
+  const declares = { parent: PODSET.gvk, children: [POD.gvk], related: [], finalizer: undefined, lookups: [] };
   return {
-    identity: {
-      info: (): witTypes.PolicyInfo => ({
-        name: policy.name,
-        version: policy.version,
-        contract: CONTRACT,
-        declares: { parent: PODSET.gvk, children: [POD.gvk], related: [], finalizer: undefined, lookups: [] },
-      }),
-    },
+    identity: identityOf(policy.name, policy.version, declares),
     podset: {
-      decide(input: wit.Input): wit.Action[] {
-        try {
-          // As they are: jco's QuickJS backend carries a 64-bit integer as a number both
-          // ways, whatever the generated types say (`bigint`, a JavaScript host's). A
-          // BigInt `observedGeneration` trapped the component (2026-11-27).
-          return deterministic(Number(input.now), () => policy.decide(podSetFromWit(input), out)) as unknown as wit.Action[];
-        } catch (e) {
-          throw policyError(e);
-        }
-      },
+      // The actions as they are: jco's QuickJS backend carries a 64-bit integer as a
+      // number both ways, whatever the generated types say (`bigint`, a JavaScript
+      // host's). A BigInt `observedGeneration` trapped the component (2026-11-27).
+      decide: (input: wit.Input): wit.Action[] =>
+        decision(input.now, () => policy.decide(podSetFromWit(input), out)) as unknown as wit.Action[],
     },
   };
 }

@@ -45,34 +45,32 @@ export interface Policy {
 export function serve(policy: Policy, log: (level: Level, message: string) => void) {
   const out = logger(log);
   return {
-    identity: {
-      info: (): witTypes.PolicyInfo => ({
-        name: policy.name,
-        version: policy.version,
-        contract: CONTRACT,
-        declares: policy.declarations,
-      }),
-    },
+    identity: identityOf(policy.name, policy.version, policy.declarations),
     reconciler: {
-      decide(input: wit.Input): wit.Action[] {
-        try {
-          return deterministic(Number(input.now), () => policy.decide(fromWit(input), out));
-        } catch (e) {
-          throw policyError(e);
-        }
-      },
+      decide: (input: wit.Input): wit.Action[] => decision(input.now, () => policy.decide(fromWit(input), out)),
     },
   };
 }
 
+/** The `identity` export of either world: who the policy is, what it reconciles, and this SDK's contract. */
+export function identityOf(name: string, version: string, declares: Declarations) {
+  return { info: (): witTypes.PolicyInfo => ({ name, version, contract: CONTRACT, declares }) };
+}
+
 /**
- * What a decision threw, as the `policy-error` jco returns for a thrown value (the
- * result's `err`): a `PolicyError` as it is, anything else with reason `Exception`.
+ * One decision of either world: `decide` run with the clock at the input's `now`
+ * ([`deterministic`]), and what it throws as the `policy-error` jco returns for a thrown
+ * value (the result's `err`): a `PolicyError` as it is, anything else with reason
+ * `Exception`.
  */
-export function policyError(e: unknown): witTypes.PolicyError {
-  return e instanceof PolicyError
-    ? { reason: e.reason, message: e.message }
-    : { reason: 'Exception', message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
+export function decision<T>(now: number | bigint, decide: () => T): T {
+  try {
+    return deterministic(Number(now), decide);
+  } catch (e) {
+    throw e instanceof PolicyError
+      ? { reason: e.reason, message: e.message }
+      : { reason: 'Exception', message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
+  }
 }
 
 /**
