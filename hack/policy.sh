@@ -192,6 +192,10 @@ done
 if [ "$FIXTURES" = 1 ]; then
   # The default policy's visibly different variant, for hot-swap tests.
   up_to_date "$OUT/fixtures/canary.wasm" "$ROOT/guest-podset" || build guest-podset canary "$OUT/fixtures/canary.wasm"
+  # Rollout fixtures: one pod too many (refused by the host), a trap for one parent in ten.
+  for f in one-too-many trap-one-in-ten; do
+    up_to_date "$OUT/fixtures/$f.wasm" "$ROOT/guest-podset" || build guest-podset "$f" "$OUT/fixtures/$f.wasm"
+  done
   for f in infinite-loop memory-bomb panic action-flood wrong-contract wasi-import generic-hostile forbidden-kind missing-kind \
     trapping-memcached trapping-tenant; do
     up_to_date "$OUT/fixtures/$f.wasm" "$ROOT/policy-fixtures" || build policy-fixtures "$f" "$OUT/fixtures/$f.wasm"

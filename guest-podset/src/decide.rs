@@ -40,6 +40,12 @@ pub fn decide(input: &Input) -> Result<Vec<Action>, PolicyError> {
         reason: "InvalidReplicas".into(),
         message: format!("spec.replicas is {}, must not be negative", podset.replicas),
     })?;
+    // Test fixtures of rollouts (features, never in the default build).
+    #[cfg(all(feature = "trap-one-in-ten", target_arch = "wasm32"))]
+    if podset.uid.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % 10 == 0 {
+        core::arch::wasm32::unreachable();
+    }
+    let desired = if cfg!(feature = "one-too-many") { desired + 1 } else { desired };
 
     let active: Vec<&Pod> = input.pods.iter().filter(|p| is_active(p)).collect();
     // A deletion the host issued but has not yet observed still shows an active pod in

@@ -27,10 +27,14 @@ enum Command {
     #[command(subcommand)]
     Policy(PolicyCommand),
     /// Print a reference page (Markdown) generated from this binary: every command and
-    /// flag, or every metric.
+    /// flag, or every metric. `schemas` writes the built-in kinds' schemas that `policy
+    /// test` checks against, from the cluster of KUBECONFIG, into --dir.
     Reference {
         #[arg(value_enum)]
         page: Page,
+        /// Where `schemas` writes its files.
+        #[arg(long, default_value = "host/src/scenario/builtin")]
+        dir: PathBuf,
     },
     /// Compile a module read from stdin for `run`'s engine and write the artifact to
     /// stdout: `run` starts itself as this, so that the compiler never runs in the
@@ -49,6 +53,7 @@ enum Command {
 enum Page {
     Cli,
     Metrics,
+    Schemas,
 }
 
 /// The operator's settings. The cluster comes from KUBECONFIG or the in-cluster config.
@@ -130,6 +135,11 @@ struct RunArgs {
     /// else ~/.cache/podset-host/policies].
     #[arg(long, env = "POLICY_CACHE_DIR")]
     policy_cache_dir: Option<PathBuf>,
+    /// Revisions listed per ReconcilePolicy (`status.revisions`); their modules are kept
+    /// under --policy-cache-dir (`revisions/`), so that `policy rollback` brings one back
+    /// without its source.
+    #[arg(long, env = "REVISION_HISTORY", default_value_t = podset_host::sources::history::DEFAULT_KEPT, value_parser = clap::value_parser!(u64).range(1..=100))]
+    revision_history: u64,
     /// How often a `--policy oci://` tag is resolved again (a new digest is pulled,
     /// verified and swapped in), and a ReconcilePolicy's `spec.image` tag checked for
     /// having moved (reported, never loaded: `spec.sha256` pins the module).
@@ -316,6 +326,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     args.sandbox.compiled_cache.clone().unwrap_or_else(|| policy_cache_dir.join("compiled")),
                 ),
                 policy_cache_dir,
+                revision_history: args.revision_history as usize,
                 registry_poll: args.registry_poll,
                 trust: args.trust.trust(),
                 namespace_selector: args.namespace_selector,
@@ -348,10 +359,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Policy(cmd) => author::command::run(cmd),
-        Command::Reference { page } => {
+        Command::Reference { page, dir } => {
             match page {
                 Page::Cli => print!("{}", reference::cli(&Cli::command())),
                 Page::Metrics => print!("{}", reference::metrics()),
+                Page::Schemas => {
+                    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+                    let documents = runtime.block_on(async {
+                        let client =
+                            kube::Client::try_default().await.context("connecting to the cluster of KUBECONFIG")?;
+                        author::schemas::builtin_from_cluster(&client).await
+                    })?;
+                    for (path, text) in documents {
+                        let file = dir.join(author::schemas::builtin_file(&path));
+                        std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
+                        println!("{}", file.display());
+                    }
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

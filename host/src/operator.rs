@@ -80,8 +80,10 @@ pub struct Settings {
     pub record: Option<record::Settings>,
     /// How registries are reached.
     pub registry: oci::Settings,
-    /// Where pulled modules are cached.
+    /// Where pulled modules are cached, and the modules of recent revisions kept.
     pub policy_cache_dir: PathBuf,
+    /// Revisions listed per ReconcilePolicy (`status.revisions`), their modules kept.
+    pub revision_history: usize,
     /// How often registry tags are resolved again.
     pub registry_poll: Duration,
     /// Signature verification.
@@ -197,6 +199,8 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
             registry_poll: settings.registry_poll,
             reaches: settings.reaches.clone(),
             reach_namespace: settings.reach_namespace.clone(),
+            revisions: revision_store(&settings),
+            revision_history: settings.revision_history.max(1),
         },
     );
     src.kinds.remember(&remembered);
@@ -279,6 +283,14 @@ fn module_cache(settings: &Settings) -> Option<oci::cache::Cache> {
         .ok()
 }
 
+/// The modules of recent revisions. One that cannot be made costs only rollbacks
+/// without their source.
+fn revision_store(settings: &Settings) -> Option<sources::revisions::Store> {
+    sources::revisions::Store::open(&settings.policy_cache_dir.join("revisions"))
+        .map_err(|e| warn!("{e}; a revision can be brought back only from its source"))
+        .ok()
+}
+
 impl Operator {
     pub fn context(&self) -> &Arc<Context> {
         &self.src.ctx
@@ -298,8 +310,9 @@ impl Operator {
         let rp_stream = sources::cluster::events(src.clone(), scoped(&ctx.client, ctx.namespace.as_deref()), rp_writer);
         let configmaps: Api<PartialObjectMeta<ConfigMap>> = scoped(&ctx.client, ctx.namespace.as_deref());
         let (rp_requeue, rp_requeued) = futures::channel::mpsc::unbounded();
-        let shard_watch = joined(src.clone(), selected, rp_reader.clone(), rp_requeue);
+        let shard_watch = joined(src.clone(), selected, rp_reader.clone(), rp_requeue.clone());
         let shadow_reports = sources::cluster::report_shadows(src.clone(), rp_reader.clone());
+        let rollouts = sources::rollout::drive(src.clone(), rp_reader.clone(), rp_requeue.clone());
         let policy_controller = sources::cluster::run(
             src.clone(),
             rp_stream,
@@ -343,8 +356,16 @@ impl Operator {
                 _ = shutdown.cancelled() => {}
             }
         };
-        let (_, _, http_result, _, _, _, _) =
-            tokio::join!(controllers, policy_controller, http, file_watch, shard_watch, version_check, shadow_reports);
+        let (_, _, http_result, _, _, _, _, _) = tokio::join!(
+            controllers,
+            policy_controller,
+            http,
+            file_watch,
+            shard_watch,
+            version_check,
+            shadow_reports,
+            rollouts
+        );
         http_result?;
         if lost.is_cancelled() {
             anyhow::bail!("lost the leader lease");

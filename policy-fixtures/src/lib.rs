@@ -226,6 +226,16 @@ mod reconcile_world {
                     let namespace = to.map(|kv| kv.value.as_str()).unwrap_or_default();
                     vec![Action::Apply(configmap(&format!(r#","namespace":"{namespace}""#)))]
                 }
+                // What a schema refuses, for `policy test --schemas`: a Deployment with
+                // a misspelled field (`replicass`)...
+                Some("misspelled-field") => vec![Action::Create(format!(
+                    r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"}},"spec":{{"replicass":2,"selector":{{"matchLabels":{{"app":"{name}"}}}},"template":{{"metadata":{{"labels":{{"app":"{name}"}}}},"spec":{{"containers":[{{"name":"c","image":"busybox:1.35"}}]}}}}}}}}"#
+                ))],
+                // ...and a PodSet whose template mounts a hostPath, which a CEL rule of
+                // the PodSet CRD refuses.
+                Some("breaks-cel-rule") => vec![Action::Create(format!(
+                    r#"{{"apiVersion":"app.example.com/v1alpha1","kind":"PodSet","metadata":{{"name":"{name}-copy"}},"spec":{{"replicas":1,"template":{{"spec":{{"containers":[{{"name":"c","image":"busybox:1.35"}}],"volumes":[{{"name":"host","hostPath":{{"path":"/etc"}}}}]}}}}}}}}"#
+                ))],
                 // A harmless child: what the others are refused next to.
                 _ => vec![Action::Apply(configmap(""))],
             })

@@ -128,6 +128,7 @@ async fn publish_in_mode(
             image_pull_secrets: Vec::new(),
             registry_ca: None,
             reach,
+            rollout: None,
         },
     );
     policy.metadata.namespace = Some(ns.into());

@@ -93,11 +93,14 @@ pub enum PolicyCommand {
         #[command(flatten)]
         sandbox: SandboxArgs,
     },
-    /// Run scenario files against a module; exits non-zero on any mismatch.
+    /// Run scenario files against a module; exits non-zero on any mismatch, or on
+    /// output the kinds' schemas refuse.
     Test {
         module: PathBuf,
         #[arg(required = true)]
         scenarios: Vec<PathBuf>,
+        #[command(flatten)]
+        schemas: super::schemas::SchemaArgs,
         #[command(flatten)]
         sandbox: SandboxArgs,
     },
@@ -115,6 +118,8 @@ pub enum PolicyCommand {
         /// Print the report and exit 0 whatever it says.
         #[arg(long)]
         report_only: bool,
+        #[command(flatten)]
+        schemas: super::schemas::SchemaArgs,
         #[command(flatten)]
         sandbox: SandboxArgs,
     },
@@ -152,6 +157,36 @@ pub enum PolicyCommand {
         budget: Duration,
         #[command(flatten)]
         sandbox: SandboxArgs,
+    },
+    /// List a ReconcilePolicy's revisions (`status.revisions`) on the cluster of
+    /// KUBECONFIG; `*` marks the one serving.
+    History {
+        #[command(flatten)]
+        target: super::lifecycle::Target,
+    },
+    /// Bring back a revision of a ReconcilePolicy on the cluster of KUBECONFIG: the one
+    /// before the serving one, or `--to`. It sets the spec's module to that revision's
+    /// (a `kubectl patch`, printed); the operator swaps it in at once when it once served
+    /// every parent, from its revision store when the source no longer has it.
+    Rollback {
+        #[command(flatten)]
+        target: super::lifecycle::Target,
+        /// The revision: its number, or its `sha256:…` digest.
+        #[arg(long)]
+        to: Option<String>,
+        /// How long to wait for the operator to serve it (0: do not wait).
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+        wait: Duration,
+    },
+    /// Show or steer a ReconcilePolicy's rollout (`spec.rollout`) on the cluster of
+    /// KUBECONFIG. Each action is one `kubectl patch` (printed): `pause`/`resume` set
+    /// `spec.rollout.paused`; `skip`, `abort` and `retry` set the annotation
+    /// `podset.dev/rollout-command`, which the operator carries out once and removes.
+    Rollout {
+        #[arg(value_enum)]
+        action: super::lifecycle::RolloutAction,
+        #[command(flatten)]
+        target: super::lifecycle::Target,
     },
     /// Make a policy crate for your own CRD: types, reconcile function, test, scenario.
     New {

@@ -8,7 +8,8 @@ use anyhow::Context as _;
 
 use super::cli::{Format, PolicyCommand, SandboxArgs};
 use super::keys::{read_private_key, write_private};
-use super::{bench, componentize, publish, replay as replays, scaffold};
+use super::schemas::SchemaArgs;
+use super::{bench, componentize, lifecycle, publish, replay as replays, scaffold};
 use crate::contract::declarations::{kind_name, to_gvk};
 use crate::scenario::Scenario;
 use crate::{contract, sandbox, signature};
@@ -18,9 +19,9 @@ pub fn run(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         PolicyCommand::Info { module, sandbox } => info(module, sandbox),
         PolicyCommand::Run { module, input, output, sandbox } => decide_once(module, input, output, sandbox),
-        PolicyCommand::Test { module, scenarios, sandbox } => test(module, scenarios, sandbox),
-        PolicyCommand::Replay { module, scenarios, baseline, report_only, sandbox } => {
-            replay(module, scenarios, baseline, report_only, sandbox)
+        PolicyCommand::Test { module, scenarios, schemas, sandbox } => test(module, scenarios, schemas, sandbox),
+        PolicyCommand::Replay { module, scenarios, baseline, report_only, schemas, sandbox } => {
+            replay(module, scenarios, baseline, report_only, schemas, sandbox)
         }
         PolicyCommand::Record { kind, object, policy: module, output, sandbox } => {
             record(kind, object, module, output, sandbox)
@@ -33,6 +34,9 @@ pub fn run(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
         PolicyCommand::SignBlob { module, key, output } => sign_blob(module, key, output),
         PolicyCommand::VerifyBlob { module, keys, signature: sig } => verify_blob(module, keys, sig),
         PolicyCommand::Componentize { core_module, output } => componentize(core_module, output),
+        PolicyCommand::History { target } => block_on(lifecycle::history(target)),
+        PolicyCommand::Rollback { target, to, wait } => block_on(lifecycle::rollback(target, to, wait)),
+        PolicyCommand::Rollout { action, target } => block_on(lifecycle::rollout(action, target)),
         PolicyCommand::Push { .. }
         | PolicyCommand::Pull { .. }
         | PolicyCommand::Inspect { .. }
@@ -42,6 +46,11 @@ pub fn run(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
             runtime.block_on(publish::run(cmd))
         }
     }
+}
+
+/// Runs a command that talks to the cluster.
+fn block_on(command: impl std::future::Future<Output = anyhow::Result<ExitCode>>) -> anyhow::Result<ExitCode> {
+    tokio::runtime::Runtime::new().context("starting the async runtime")?.block_on(command)
 }
 
 /// Loads a module and prints what it is.
@@ -91,12 +100,19 @@ fn decide_once(module: PathBuf, input: PathBuf, output: Format, sandbox: Sandbox
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs scenario files against a module: fails on any mismatch.
-fn test(module: PathBuf, scenarios: Vec<PathBuf>, sandbox: SandboxArgs) -> anyhow::Result<ExitCode> {
+/// Runs scenario files against a module: fails on any mismatch, or on output the
+/// kinds' schemas refuse.
+fn test(
+    module: PathBuf,
+    scenarios: Vec<PathBuf>,
+    schemas: SchemaArgs,
+    sandbox: SandboxArgs,
+) -> anyhow::Result<ExitCode> {
     let (_engine, policy) = sandbox.load(&module)?;
+    let schemas = schemas.load(&policy)?;
     let (mut passed, mut failed) = (0, 0);
     for path in &scenarios {
-        let result = Scenario::read(path).and_then(|s| s.check(&policy).map(|()| s));
+        let result = Scenario::read(path).and_then(|s| s.check(&policy, schemas.as_ref()).map(|()| s));
         match result {
             Ok(s) => {
                 passed += 1;
@@ -121,10 +137,12 @@ fn replay(
     scenarios: Vec<PathBuf>,
     baseline: Option<PathBuf>,
     report_only: bool,
+    schemas: SchemaArgs,
     sandbox: SandboxArgs,
 ) -> anyhow::Result<ExitCode> {
     use replays::{Against, Report, Summary, files, replay};
     let (engine, policy) = sandbox.load(&module)?;
+    let schemas = schemas.load(&policy)?;
     let old = match &baseline {
         Some(path) => {
             let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -135,7 +153,7 @@ fn replay(
     let against = old.as_deref().map_or(Against::Recorded, Against::Baseline);
     let files = files(&scenarios).context("listing the scenarios")?;
     anyhow::ensure!(!files.is_empty(), "no scenario files (*.yaml, *.yml) under the paths given");
-    let rows = replay(&policy, &against, &files);
+    let rows = replay(&policy, &against, &files, schemas.as_ref());
     match &old {
         Some(old) => println!("{} against baseline {}\n", policy.label(), old.label()),
         None => println!("{} against the recorded decisions\n", policy.label()),

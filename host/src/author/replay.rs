@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use crate::sandbox::Policy;
 use crate::scenario::compare::{Outcome, compare};
-use crate::scenario::{Failure, Scenario, decided};
+use crate::scenario::schemas::Schemas;
+use crate::scenario::{Failure, Scenario, decided, validate};
 
 /// What the module's decisions are compared with.
 pub enum Against<'a> {
@@ -24,19 +25,33 @@ pub struct Row {
     /// `Err`: the scenario could not be replayed (unreadable, or not an input of the
     /// module's world).
     pub outcome: Result<Outcome, String>,
+    /// What the kinds' schemas refuse of the module's decision (with `--schemas`).
+    pub refused: Vec<String>,
 }
 
-/// Replays every file of `files` with `policy`.
-pub fn replay(policy: &Policy, against: &Against<'_>, files: &[PathBuf]) -> Vec<Row> {
+/// Replays every file of `files` with `policy`; with `schemas`, its decisions are
+/// checked against the schemas of the kinds they write too.
+pub fn replay(policy: &Policy, against: &Against<'_>, files: &[PathBuf], schemas: Option<&Schemas>) -> Vec<Row> {
     files
         .iter()
         .map(|path| {
             let scenario = Scenario::read(path);
             let name = scenario.as_ref().ok().and_then(|s| s.name.clone());
+            let refused = match (&scenario, schemas) {
+                (Ok(s), Some(schemas)) => refused(policy, s, schemas),
+                _ => Vec::new(),
+            };
             let outcome = scenario.and_then(|s| one(policy, against, &s)).map_err(|e| e.to_string());
-            Row { path: path.clone(), name, outcome }
+            Row { path: path.clone(), name, outcome, refused }
         })
         .collect()
+}
+
+/// What the schemas refuse of `policy`'s decision on `s`'s input.
+fn refused(policy: &Policy, s: &Scenario, schemas: &Schemas) -> Vec<String> {
+    let Ok(input) = s.input(policy) else { return Vec::new() };
+    let Ok(decision) = policy.decide(&input) else { return Vec::new() };
+    validate::check(schemas, &input, &decision.actions).refused.iter().map(|r| r.to_string()).collect()
 }
 
 fn one(policy: &Policy, against: &Against<'_>, s: &Scenario) -> Result<Outcome, Failure> {
@@ -84,6 +99,8 @@ pub struct Summary {
     pub agree: usize,
     pub differ: usize,
     pub failed: usize,
+    /// Decisions (agreeing or not) whose output the schemas refuse.
+    pub refused: usize,
 }
 
 impl Summary {
@@ -95,12 +112,15 @@ impl Summary {
                 Ok(Outcome::Differ { .. }) => s.differ += 1,
                 Err(_) => s.failed += 1,
             }
+            if !r.refused.is_empty() {
+                s.refused += 1;
+            }
         }
         s
     }
 
     pub fn clean(&self) -> bool {
-        self.differ == 0 && self.failed == 0
+        self.differ == 0 && self.failed == 0 && self.refused == 0
     }
 }
 
@@ -124,9 +144,17 @@ impl fmt::Display for Report<'_> {
                 writeln!(f, "\n{} ({})", r.path.display(), r.name.as_deref().unwrap_or("unnamed"))?;
                 write!(f, "{diff}")?;
             }
+            if !r.refused.is_empty() {
+                writeln!(f, "\n{}: the kinds' schemas refuse the module's decision:", r.path.display())?;
+                r.refused.iter().try_for_each(|line| writeln!(f, "  {line}"))?;
+            }
         }
         let s = Summary::of(self.0);
-        writeln!(f, "\n{} scenarios: {} agree, {} differ, {} failed", self.0.len(), s.agree, s.differ, s.failed)
+        write!(f, "\n{} scenarios: {} agree, {} differ, {} failed", self.0.len(), s.agree, s.differ, s.failed)?;
+        if s.refused > 0 {
+            write!(f, ", {} refused by the schemas", s.refused)?;
+        }
+        writeln!(f)
     }
 }
 

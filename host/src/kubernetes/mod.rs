@@ -16,6 +16,7 @@ pub mod ledger;
 pub mod mark;
 pub mod namespaces;
 pub mod object;
+pub mod openapi;
 pub mod request;
 pub mod scope;
 pub mod shard;

@@ -51,6 +51,17 @@ pub struct PolicyLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutLabels {
+    /// `namespace/name` of the ReconcilePolicy.
+    pub policy: String,
+    /// `completed` or `aborted`.
+    pub result: String,
+    /// The gate that aborted it (`failedDecisions`, `reconcileFailures`,
+    /// `shadowAgreement`, `readiness`, `Manual`); empty when it completed.
+    pub gate: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LoadLabels {
     pub source: String,
     pub result: String,
@@ -78,6 +89,10 @@ pub struct Metrics {
     policies_refused: Family<ReasonLabels, Counter>,
     leader: Gauge,
     shard_namespaces: Gauge,
+    rollout_step: Family<PolicyLabels, Gauge>,
+    rollout_percent: Family<PolicyLabels, Gauge>,
+    rollouts: Family<RolloutLabels, Counter>,
+    rollbacks: Family<PolicyLabels, Counter>,
 }
 
 /// One registered metric, as `/metrics` names it.
@@ -135,6 +150,10 @@ impl Default for Metrics {
             policies_refused: Family::default(),
             leader: Gauge::default(),
             shard_namespaces: Gauge::default(),
+            rollout_step: Family::default(),
+            rollout_percent: Family::default(),
+            rollouts: Family::default(),
+            rollbacks: Family::default(),
             registry: Registry::default(),
             described: Vec::new(),
         };
@@ -218,6 +237,31 @@ impl Default for Metrics {
             Some(Unit::Seconds),
             m.shadow_duration.clone(),
         );
+        registry.add(
+            "rollout_step",
+            "The step a ReconcilePolicy's rollout is at, from 1; 0 when none runs",
+            None,
+            m.rollout_step.clone(),
+        );
+        registry.add(
+            "rollout_percent",
+            "The share of a ReconcilePolicy's parents its rollout's new module decides for, in percent \
+             (0 in a shadow step and when none runs)",
+            None,
+            m.rollout_percent.clone(),
+        );
+        registry.add(
+            "rollouts",
+            "Rollouts that ended, by ReconcilePolicy, result (completed, aborted) and the gate that aborted them",
+            None,
+            m.rollouts.clone(),
+        );
+        registry.add(
+            "policy_rollbacks",
+            "Revisions of a ReconcilePolicy brought back (a spec pinning a revision that once served every parent)",
+            None,
+            m.rollbacks.clone(),
+        );
         Metrics { registry: registry.registry, described: registry.described, ..m }
     }
 }
@@ -283,6 +327,26 @@ impl Metrics {
     pub fn policy_loaded(&self, source: &str, ok: bool) {
         let result = if ok { "ok" } else { "rejected" };
         self.policy_loads.get_or_create(&LoadLabels { source: source.into(), result: result.into() }).inc();
+    }
+
+    /// A rollout of `policy` is at step `step` (from 1), its module deciding for
+    /// `percent` of the parents.
+    pub fn rollout_step(&self, policy: &str, step: i64, percent: i64) {
+        let labels = PolicyLabels { policy: policy.into() };
+        self.rollout_step.get_or_create(&labels).set(step);
+        self.rollout_percent.get_or_create(&labels).set(percent);
+    }
+
+    /// A rollout of `policy` ended: `completed`, or `aborted` by `gate`.
+    pub fn rollout_ended(&self, policy: &str, result: &str, gate: Option<&str>) {
+        let labels =
+            RolloutLabels { policy: policy.into(), result: result.into(), gate: gate.unwrap_or_default().into() };
+        self.rollouts.get_or_create(&labels).inc();
+        self.rollout_step(policy, 0, 0);
+    }
+
+    pub fn rolled_back(&self, policy: &str) {
+        self.rollbacks.get_or_create(&PolicyLabels { policy: policy.into() }).inc();
     }
 
     /// The text exposition format.

@@ -204,16 +204,19 @@ pub async fn act(ctx: &Context, admitted: &Admitted, mut observed: Observed) -> 
     let decided = decide::decide(&ctx.engine, admitted, &mut observed, witnesses).await;
     let observed = &observed;
     let (parent, resource) = (&observed.parent, &observed.parent_resource);
+    let object = || format!("{} {}/{}", resource.kind, parent.namespace().unwrap_or_default(), parent.name_any());
     let plan = match decided {
         Ok(decided) => {
             ctx.metrics.decided(&decided.spent, observed.children.len());
             decided.plan
         }
         Err(Failed::Policy(source)) => {
+            admitted.outcomes.failed(&object(), source.reason());
             report_failure(ctx, resource, parent, POLICY_FAILED, source.reason(), &source.to_string()).await;
             return Err(Error::Policy { policy: label, source });
         }
         Err(Failed::Rejected(rejection)) => {
+            admitted.outcomes.failed(&object(), rejection.metric_label());
             report_failure(ctx, resource, parent, POLICY_FAILED, rejection.reason(), &rejection.to_string()).await;
             return Err(Error::Rejected { policy: label, rejection });
         }
@@ -221,10 +224,12 @@ pub async fn act(ctx: &Context, admitted: &Admitted, mut observed: Observed) -> 
     let mut checked = match check::check(plan, observed, resolved) {
         Ok(c) => c,
         Err(rejection) => {
+            admitted.outcomes.failed(&object(), rejection.metric_label());
             report_failure(ctx, resource, parent, POLICY_FAILED, rejection.reason(), &rejection.to_string()).await;
             return Err(Error::Rejected { policy: label, rejection });
         }
     };
+    admitted.outcomes.decided();
     checked.waiting = waves::gate(&mut checked, observed);
     let requeue = checked.requeue.unwrap_or(ctx.resync);
     tracing::debug!(
@@ -250,6 +255,7 @@ pub async fn act(ctx: &Context, admitted: &Admitted, mut observed: Observed) -> 
                 ""
             };
             let message = format!("{} {key}: {}{taken}", action.verb(), s.message);
+            admitted.outcomes.refused(&object(), &format!("{}: {message}", action.failed()));
             report_failure(ctx, resource, parent, RECONCILE_FAILED, action.failed(), &message).await;
             Err(Error::Child { action, key, source: kube::Error::Api(s) })
         }

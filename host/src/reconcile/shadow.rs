@@ -9,14 +9,16 @@
 //! - runs the shadow in a fresh instance under the same limits, outside the live
 //!   decisions' concurrency limit, so a shadow that loops to its deadline never holds a
 //!   live decision up;
-//! - puts its actions through the same checks as the live ones;
+//! - puts its actions through the same checks as the live ones, and their bodies
+//!   through the schemas of their kinds ([`Shadows::set_schemas`]) once a shadow has
+//!   loaded them: a decision the API server would refuse fails;
 //! - compares the two decisions in their normal forms ([`crate::scenario::compare`]).
 //!
 //! Nothing a shadow decides is performed. When the queue is full the job is dropped
 //! and counted, for each of its shadows.
 //!
 //! What is kept stays bounded however many objects there are: per shadow, its counts,
-//! the last [`DIFFERENCES_KEPT`] differences (each diff at most [`DIFF_MAX`] bytes), and
+//! the last [`DIFFERENCES_KEPT`] differences and failures (each at most [`DIFF_MAX`] bytes), and
 //! the objects it currently differs on, as hashes, at most [`DIVERGED_MAX`].
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -26,7 +28,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tracing::{debug, info, warn};
 
 use super::check;
@@ -34,11 +36,13 @@ use super::check::Rejection;
 use super::lookups;
 use super::observe::Observed;
 use super::translate::{input_for, plan_for};
-use crate::crd::{ShadowDifference, ShadowStatus};
+use crate::crd::{ShadowDifference, ShadowFailure, ShadowStatus};
 use crate::metrics::Metrics;
 use crate::registry::{PolicyRef, Shadow, ShadowSource};
 use crate::sandbox::{Actions, Digest};
 use crate::scenario::compare::{Normal, Outcome, Side, compare};
+use crate::scenario::schemas::Schemas;
+use crate::scenario::validate;
 
 /// Jobs waiting for the shadow thread. A job is a cloned observation (`Arc`s) and the
 /// live actions: a few KiB for a parent of 5 pods, so a full queue holds a few MiB.
@@ -84,6 +88,9 @@ pub struct Shadows {
 struct Shared {
     tallies: Mutex<HashMap<ShadowSource, Tally>>,
     metrics: Arc<Metrics>,
+    /// The schemas shadow decisions are checked against (the built-in kinds' and the
+    /// kinds the shadows declare, from the API server), once a shadow has loaded.
+    schemas: RwLock<Option<Arc<Schemas>>>,
 }
 
 struct Job {
@@ -97,7 +104,7 @@ impl Shadows {
     /// Starts the shadow thread.
     pub fn start(metrics: Arc<Metrics>) -> std::io::Result<Shadows> {
         let (jobs, rx) = sync_channel(QUEUE);
-        let shared = Arc::new(Shared { tallies: Mutex::default(), metrics });
+        let shared = Arc::new(Shared { tallies: Mutex::default(), metrics, schemas: RwLock::default() });
         let worker = shared.clone();
         std::thread::Builder::new().name("shadows".into()).spawn(move || work(&rx, &worker))?;
         Ok(Shadows { jobs, shared })
@@ -137,6 +144,16 @@ impl Shadows {
             .collect()
     }
 
+    /// Whether shadow decisions are checked against schemas.
+    pub fn has_schemas(&self) -> bool {
+        self.shared.schemas.read().is_some()
+    }
+
+    /// The schemas shadow decisions are checked against from now on.
+    pub fn set_schemas(&self, schemas: Arc<Schemas>) {
+        *self.shared.schemas.write() = Some(schemas);
+    }
+
     /// The tally of `source`, if it decided or dropped anything.
     pub fn status(&self, source: &ShadowSource) -> Option<ShadowStatus> {
         self.shared.tallies.lock().get(source).map(|t| t.status.clone())
@@ -164,7 +181,8 @@ fn work(jobs: &Receiver<Job>, shared: &Shared) {
         let at = Timestamp::from_millisecond(job.observed.now).unwrap_or_else(|_| Timestamp::now()).to_string();
         for shadow in &job.shadows {
             let started = Instant::now();
-            let verdict = judge(shadow, &job.observed, &live);
+            let schemas = shared.schemas.read().clone();
+            let verdict = judge(shadow, &job.observed, &live, schemas.as_deref());
             let took = started.elapsed();
             let source = shadow.source.to_string();
             shared.metrics.shadow_decided(&source, verdict.outcome(), Some(took));
@@ -193,8 +211,9 @@ fn work(jobs: &Receiver<Job>, shared: &Shared) {
     }
 }
 
-/// The shadow's decision on `observed`, compared with the live one.
-pub fn judge(shadow: &Shadow, observed: &Observed, live: &Side) -> Verdict {
+/// The shadow's decision on `observed`, compared with the live one; a decision that
+/// the host's checks or the kinds' `schemas` refuse fails.
+pub fn judge(shadow: &Shadow, observed: &Observed, live: &Side, schemas: Option<&Schemas>) -> Verdict {
     let policy = &shadow.admitted.policy;
     // The live decision's answers first; lookups only the shadow names are answered
     // from the same caches, as a live reconcile would answer them.
@@ -216,20 +235,29 @@ pub fn judge(shadow: &Shadow, observed: &Observed, live: &Side) -> Verdict {
         }
         if calls >= lookups::MAX_CALLS {
             let r = Rejection::lookups_unstable(calls, &missing);
-            return Verdict::Failed(format!("{}: {r}", r.reason()));
+            return Verdict::Failed(format!("{}: {r}", r.metric_label()));
         }
         if let Err(e) = observed.to_mut().answer(&missing) {
             let r = Rejection::from(e);
-            return Verdict::Failed(format!("{}: {r}", r.reason()));
+            return Verdict::Failed(format!("{}: {r}", r.metric_label()));
         }
     };
     let observed = observed.as_ref();
     let normal = Normal::of_actions(&decision.actions, &observed.namespace());
+    if let Some(schemas) = schemas
+        && let Ok(input) = input_for(policy, observed)
+    {
+        let refused = validate::check(schemas, &input, &decision.actions).refused;
+        if !refused.is_empty() {
+            let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();
+            return Verdict::Failed(format!("SchemaViolation: {}", lines.join("; ")));
+        }
+    }
     // The same checks as the live actions: a shadow that decides what would be refused
     // is not one to promote.
     let plan = plan_for(decision.actions, observed);
     if let Err(r) = plan.and_then(|plan| check::check(plan, observed, &shadow.admitted.resolved)) {
-        return Verdict::Failed(format!("{}: {r}", r.reason()));
+        return Verdict::Failed(format!("{}: {r}", r.metric_label()));
     }
     match compare(live, &Ok(normal), ("live", "shadow")) {
         Outcome::Agree => Verdict::Agree,
@@ -294,7 +322,14 @@ impl Tally {
                 self.status.agreed += 1;
                 self.diverged.remove(&object);
             }
-            Verdict::Failed(_) => self.status.failed += 1,
+            Verdict::Failed(why) => {
+                self.status.failed += 1;
+                let kept = &mut self.status.last_failures;
+                if kept.len() == DIFFERENCES_KEPT {
+                    kept.remove(0);
+                }
+                kept.push(ShadowFailure { object: name.into(), time: at.into(), reason: cut(why) });
+            }
             Verdict::Differ(diff) => {
                 self.status.differed += 1;
                 if self.diverged.contains(&object) {
@@ -365,6 +400,11 @@ mod tests {
         t.count(&d, 3, "PodSet a/three", "t5", &Verdict::Failed("Trap: boom".into()));
         let s = &t.status;
         assert_eq!((s.decisions, s.agreed, s.differed, s.failed), (6, 2, 3, 1));
+        assert_eq!(s.last_failures.len(), 1);
+        assert_eq!(
+            (s.last_failures[0].object.as_str(), s.last_failures[0].reason.as_str()),
+            ("PodSet a/three", "Trap: boom")
+        );
         assert_eq!((s.first_divergences, s.persistent_divergences), (2, 1));
         assert_eq!(s.last_differences.iter().map(|d| d.time.as_str()).collect::<Vec<_>>(), ["t0", "t1", "t4"]);
         // Another module starts the counts again.

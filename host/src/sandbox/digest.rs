@@ -11,6 +11,11 @@ impl Digest {
         Digest(Sha256::digest(bytes).into())
     }
 
+    /// The 64 hex digits, without the `sha256:` prefix.
+    pub fn hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
     /// Parses `sha256:<64 hex>` or bare hex.
     pub fn parse(s: &str) -> Option<Self> {
         let hex = s.strip_prefix("sha256:").unwrap_or(s);

@@ -20,6 +20,7 @@ use serde_yaml::Value;
 use similar::TextDiff;
 
 use super::compare::{Normal, Side};
+use super::schemas::Schemas;
 use super::yaml::{embed_json, podset_input_of_0_2, readable, reconcile_input_of_0_3, to_yaml, unfold_bodies};
 use crate::sandbox::{Actions, Error, Input, Policy};
 
@@ -68,6 +69,8 @@ pub enum Failure {
     WrongError { expected: String, reason: &'static str, error: Error },
     #[error("actions differ (- expected, + actual):\n{diff}")]
     Mismatch { diff: String },
+    #[error("the kinds' schemas refuse what it decided:\n{}", .0.iter().map(|r| r.to_string()).collect::<Vec<_>>().join("\n"))]
+    Schema(Vec<super::validate::Refused>),
 }
 
 impl Scenario {
@@ -96,17 +99,22 @@ impl Scenario {
         }
     }
 
-    /// Runs the scenario once against `policy`.
-    pub fn check(&self, policy: &Policy) -> Result<(), Failure> {
+    /// Runs the scenario once against `policy`; with `schemas`, its output is checked
+    /// against the schemas of the kinds it writes too.
+    pub fn check(&self, policy: &Policy, schemas: Option<&Schemas>) -> Result<(), Failure> {
         let input = self.input(policy)?;
         match (&self.expect.actions, &self.expect.error, policy.decide(&input)) {
             (Some(expected), _, Ok(decision)) => {
                 let expected = readable(&expected_actions(policy, expected.clone())?);
                 let actual = readable(&decision.actions);
-                if expected == actual {
-                    return Ok(());
+                if expected != actual {
+                    return Err(Failure::Mismatch { diff: diff(&to_yaml(&expected), &to_yaml(&actual)) });
                 }
-                Err(Failure::Mismatch { diff: diff(&to_yaml(&expected), &to_yaml(&actual)) })
+                let refused = schemas.map(|s| super::validate::check(s, &input, &decision.actions).refused);
+                match refused {
+                    Some(refused) if !refused.is_empty() => Err(Failure::Schema(refused)),
+                    _ => Ok(()),
+                }
             }
             (Some(_), _, Err(error)) => Err(Failure::UnexpectedError { reason: error.reason(), error }),
             (None, expected, Ok(decision)) => Err(Failure::UnexpectedSuccess {

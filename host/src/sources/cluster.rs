@@ -23,14 +23,18 @@ use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
+use super::history::{Source, Stop};
 use super::image::{self, Request};
 use super::policy_status::{self, Outcome, Refusal};
+use super::revisions::{CosignEvidence, Evidence};
+use super::rollout::{self, RolloutState};
 use super::{Sources, admit, decides, namespaced_source, reconcile_policy_reach};
-use crate::crd::{ImageStatus, ReconcilePolicy};
+use crate::crd::{ImageStatus, PolicyMode, Reach, ReconcilePolicy, RolloutPhase};
 use crate::kubernetes::cache::reflected;
 use crate::kubernetes::events::{Origin, event};
-use crate::registry::{PolicyRef, ShadowSource};
+use crate::registry::{Admitted, PolicyRef, ShadowSource};
 use crate::sandbox::Digest;
+use k8s_openapi::jiff::Timestamp;
 
 /// Why a ReconcilePolicy's reconcile failed (only API errors: a bad module is a
 /// reported outcome, not a failure to retry).
@@ -90,7 +94,7 @@ fn declare(src: &Sources, rp: &ReconcilePolicy) {
 /// Stops serving the ReconcilePolicy `key`; its parents fall back to other policies
 /// (or report that none can decide) at once.
 fn withdraw(src: &Arc<Sources>, key: &PolicyRef) {
-    let served = src.ctx.registry.serving(key);
+    let served = src.ctx.registry.serving(key).or_else(|| src.ctx.registry.candidate(key).map(|c| c.admitted));
     let concerned: Option<(kube::core::GroupVersionKind, Vec<Arc<crate::kubernetes::object::Object>>)> =
         served.map(|a| {
             let kind = a.parent_kind();
@@ -100,6 +104,10 @@ fn withdraw(src: &Arc<Sources>, key: &PolicyRef) {
         });
     src.ctx.registry.remove(key);
     src.ctx.shadows.forget(&ShadowSource::Named(key.clone()));
+    if src.lifecycles.get(key, |t| t.rollout.as_ref().is_some_and(RolloutState::running)).unwrap_or(false) {
+        src.ctx.metrics.rollout_step(&rollout::key_label(key), 0, 0);
+    }
+    src.lifecycles.forget(key);
     let src = src.clone();
     let key = key.clone();
     tokio::spawn(async move {
@@ -173,21 +181,48 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, src: Arc<Sources>) -> Result<Action
     if rp.spec.image.is_some() {
         report_image(&src, &rp, current.image.as_ref(), image.as_ref());
     }
-    let next = policy_status::next(&rp, serving.as_deref(), &outcome, image);
+    let mut next = policy_status::next(&rp, serving.as_deref(), &outcome, image);
     let source = if rp.spec.image.is_some() { "registry" } else { "configmap" };
+    let label = rollout::key_label(&key);
     match &outcome {
-        Outcome::Loaded { swapped: Some(admitted) } => {
+        Outcome::Loaded { swapped: Some(admitted), rolled_back } => {
             let policy = admitted.policy.label().to_string();
             src.ctx.metrics.policy_loaded(source, true);
+            if rp.spec.mode == PolicyMode::Shadow {
+                check_shadows_with_schemas(&src, admitted);
+            }
             let n = super::swapped(&src, &admitted.parent_kind(), |p| {
                 decides(&src.ctx, admitted, p) || src.ctx.registry.concerns(&key, p)
             })
             .await;
-            info!(policy = %policy, rp = %key, requeued = n, took = ?started.elapsed(), "ReconcilePolicy module swapped in");
-            let note = format!("Serving {policy}; {n} objects re-queued");
-            publish(&src, &rp, EventType::Normal, "PolicyLoaded", note);
+            info!(policy = %policy, rp = %key, requeued = n, rolled_back, took = ?started.elapsed(), "ReconcilePolicy module swapped in");
+            if *rolled_back {
+                src.ctx.metrics.rolled_back(&label);
+                let revision = src.lifecycles.get(&key, |t| t.history.serving).flatten().unwrap_or_default();
+                let note = format!("Rolled back to revision {revision} ({policy}); {n} objects re-queued");
+                publish(&src, &rp, EventType::Normal, "RolledBack", note);
+            } else {
+                let note = format!("Serving {policy}; {n} objects re-queued");
+                publish(&src, &rp, EventType::Normal, "PolicyLoaded", note);
+            }
         }
-        Outcome::Loaded { swapped: None } => {}
+        Outcome::Loaded { swapped: None, .. } | Outcome::RollingOut { started: None } | Outcome::Aborted => {}
+        Outcome::RollingOut { started: Some(admitted) } => {
+            src.ctx.metrics.policy_loaded(source, true);
+            check_shadows_with_schemas(&src, admitted);
+            let step = src.ctx.registry.candidate(&key).map(|c| c.step);
+            let n = super::swapped(&src, &admitted.parent_kind(), |p| src.ctx.registry.concerns(&key, p)).await;
+            let progress = src
+                .lifecycles
+                .get(&key, |t| t.rollout.as_ref().map(|r| (i64::from(r.status.step), r.status.steps)))
+                .flatten();
+            if let (Some(step), Some((at, steps))) = (step, progress) {
+                src.ctx.metrics.rollout_step(&label, at, rollout::share(step));
+                info!(policy = %admitted.policy.label(), rp = %key, ?step, requeued = n, "rollout started");
+                let note = format!("Rolling out {} in {steps} steps, at step {at} ({step:?})", admitted.policy.label());
+                publish(&src, &rp, EventType::Normal, "RolloutStarted", note);
+            }
+        }
         Outcome::Refused { reason, message, .. } => {
             src.ctx.metrics.policy_loaded(source, false);
             src.ctx.registry.refuse(&key, format!("{reason}: {message}"));
@@ -204,6 +239,13 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, src: Arc<Sources>) -> Result<Action
             }
         }
     }
+    let lock = src.lifecycles.write_lock(&key);
+    let _held = lock.lock().await;
+    if let Some((revision, revisions, rollout)) = src.lifecycles.status(&key) {
+        next.revision = revision;
+        next.revisions = revisions;
+        next.rollout = rollout;
+    }
     if next != current {
         policy_status::write(&src.ctx.client, &key, &next).await?;
     }
@@ -218,6 +260,13 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, src: Arc<Sources>) -> Result<Action
     Ok(retry.map_or_else(Action::await_change, Action::requeue))
 }
 
+/// Shadow decisions are checked against the schemas of the kinds `admitted` writes
+/// too, from now on (fetched in the background).
+fn check_shadows_with_schemas(src: &Arc<Sources>, admitted: &Arc<Admitted>) {
+    let (src, admitted) = (src.clone(), admitted.clone());
+    tokio::spawn(async move { super::shadow_schemas(&src, &admitted).await });
+}
+
 /// How often a ReconcilePolicy whose kinds are not served yet is tried again.
 const RETRY: Duration = Duration::from_secs(10);
 
@@ -226,8 +275,10 @@ fn error_policy(rp: Arc<ReconcilePolicy>, error: &Error, _src: Arc<Sources>) -> 
     Action::requeue(Duration::from_secs(5))
 }
 
-/// Fetches, verifies, loads and admits the module `rp` points at; with `spec.image`,
-/// also what the image resolved to.
+/// Fetches, verifies, loads and admits the module `rp` points at, and lets it take
+/// over: at once, or as a rollout when `spec.rollout` plans one (a rollback to a
+/// revision that once served every parent is at once); with `spec.image`, also what the
+/// image resolved to.
 async fn load(rp: &ReconcilePolicy, src: &Sources) -> Result<(Outcome, Option<ImageStatus>), Error> {
     let key = key_of(rp);
     if let Err(e) = src.ctx.registry.declare(&key, rp.spec.selector.as_ref(), rp.spec.mode) {
@@ -246,46 +297,214 @@ async fn load(rp: &ReconcilePolicy, src: &Sources) -> Result<(Outcome, Option<Im
         let message = format!("spec.sha256 {:?} is not sha256:<64 hex>", rp.spec.sha256);
         return Ok((Refusal::new("InvalidDigest", message).into(), None));
     };
-    let (bytes, fetched, image) = match (&rp.spec.config_map_ref, &rp.spec.image) {
-        (Some(r), None) => match from_configmap(rp, src, r, pin).await? {
-            Ok(bytes) => (bytes, None, None),
-            Err(refusal) => return Ok((refusal.into(), None)),
-        },
-        (None, Some(reference)) => {
-            let (result, status) = from_registry(rp, src, reference, pin).await?;
-            match result {
-                Ok((bytes, fetched)) => (bytes, Some(fetched), Some(status)),
-                Err(refusal) => return Ok((refusal.into(), Some(status))),
-            }
-        }
-        // The schema allows exactly one (a CEL rule); a CRD of an older version might not.
-        _ => {
-            let message = "give exactly one of spec.configMapRef and spec.image".to_string();
-            return Ok((Refusal::new("InvalidSpec", message).into(), None));
-        }
+    // The revisions, from the status the first time after a start.
+    let known = src.lifecycles.with(&key, rp, src.revision_history, |t| t.history.get(&pin).is_some());
+    let source = Source { config_map_ref: rp.spec.config_map_ref.clone(), image: rp.spec.image.clone() };
+    let (module, image) = match fetch(rp, src, &source, pin, known).await? {
+        (Ok(module), image) => (module, image),
+        (Err(refusal), image) => return Ok((refusal.into(), image)),
     };
-    if src.ctx.registry.serving(&key).is_some_and(|a| *a.policy.digest() == pin && a.resolved.reach == reach) {
-        return Ok((Outcome::Loaded { swapped: None }, image));
+    let same = |a: &Admitted| *a.policy.digest() == pin && a.resolved.reach == reach;
+    let now = Timestamp::now().to_string();
+    // The module the spec pins serves already. A rollout under way stops: the spec is
+    // back on the serving revision.
+    if src.ctx.registry.serving(&key).is_some_and(|a| same(&a)) {
+        if let Some(c) = src.ctx.registry.drop_candidate(&key) {
+            src.lifecycles.get(&key, |t| {
+                t.history.stopped(c.policy.digest(), Stop::Superseded, &now);
+                t.rollout = None;
+            });
+            src.kinds.sync(&src.ctx).await;
+            src.kinds.requeue(&c.parent_kind(), |p| src.ctx.registry.concerns(&key, p));
+        }
+        return Ok((Outcome::Loaded { swapped: None, rolled_back: false }, image));
     }
-    let policy = match src.ctx.engine.load_async(bytes).await {
+    // It is being rolled out: the plan may have changed.
+    if src.ctx.registry.candidate(&key).is_some_and(|c| same(&c.admitted)) {
+        if let Some(plan) = &rp.spec.rollout {
+            src.lifecycles.get(&key, |t| t.rollout.iter_mut().for_each(|r| r.plan = plan.clone()));
+        }
+        return Ok((Outcome::RollingOut { started: None }, image));
+    }
+    // After a restart: the revision that served, before the module rolled out beside it.
+    if src.ctx.registry.serving(&key).is_none() {
+        restore(rp, src, &key, pin, &reach).await?;
+    }
+    let policy = match src.ctx.engine.load_async(module.bytes.clone()).await {
         Ok(policy) => policy,
         Err(e) => return Ok((Refusal::new(e.reason(), e.to_string()).into(), image)),
     };
-    match admit(&src.ctx, policy, &reach).await.and_then(namespaced_source) {
-        Ok(admitted) => {
-            let admitted = Arc::new(admitted);
-            src.ctx.registry.serve(&key, admitted.clone());
-            if let (Some(reference), Some(fetched)) = (&rp.spec.image, &fetched) {
-                image::remember(src, reference, fetched);
-            }
-            Ok((Outcome::Loaded { swapped: Some(admitted) }, image))
-        }
+    let admitted = match admit(&src.ctx, policy, &reach).await.and_then(namespaced_source) {
+        Ok(admitted) => Arc::new(admitted),
         Err(e) => {
             src.ctx.metrics.policy_refused(e.reason());
             let refused =
                 Outcome::Refused { reason: e.reason().into(), message: e.to_string(), retryable: e.is_retryable() };
-            Ok((refused, image))
+            return Ok((refused, image));
         }
+    };
+    if let (Some(reference), Some(fetched)) = (&rp.spec.image, &module.fetched) {
+        image::remember(src, reference, fetched);
+    }
+    if let Some(store) = src.revisions.as_ref().filter(|_| !module.from_store)
+        && let Err(e) = store.put(&module.bytes, &module.evidence)
+    {
+        warn!(rp = %key, "cannot keep the module for rollbacks: {e}");
+    }
+    Ok((take_over(rp, src, &key, admitted, &module, &now), image))
+}
+
+/// How `admitted`, just loaded for the module the spec pins, takes over.
+fn take_over(
+    rp: &ReconcilePolicy,
+    src: &Sources,
+    key: &PolicyRef,
+    admitted: Arc<Admitted>,
+    module: &Module,
+    now: &str,
+) -> Outcome {
+    let pin = *admitted.policy.digest();
+    let source = Source { config_map_ref: rp.spec.config_map_ref.clone(), image: rp.spec.image.clone() };
+    let serving = src.ctx.registry.serving(key);
+    let written = rp.status.as_ref().and_then(|s| s.rollout.clone()).filter(|r| r.digest == pin.to_string());
+    src.lifecycles.with(key, rp, src.revision_history, |t| {
+        let serving_digest = t.history.serving().map(|r| r.digest.clone());
+        // The revision that served before a restart, or its reach changed: no takeover.
+        let restart = serving_digest.as_deref() == Some(pin.to_string().as_str());
+        let rollback = !restart && t.history.is_complete(&pin);
+        let same_kind = serving.as_ref().is_none_or(|s| s.parent_kind() == admitted.parent_kind());
+        let plan = rp.spec.rollout.as_ref().filter(|_| !restart && !rollback && same_kind);
+        let superseded = src.ctx.registry.candidate(key).filter(|c| *c.admitted.policy.digest() != pin);
+        if let Some(c) = &superseded {
+            t.history.stopped(c.admitted.policy.digest(), Stop::Superseded, now);
+        }
+        let Some(plan) = plan else {
+            if rollback && let Some(old) = serving.as_ref().map(|s| *s.policy.digest()) {
+                t.history.stopped(&old, Stop::RolledBack, now);
+            }
+            if !restart || t.history.get(&pin).is_none() {
+                t.history.started(&pin, &source, module.signed_by.clone(), true, now);
+            }
+            t.rollout = None;
+            src.ctx.registry.serve(key, admitted.clone());
+            return Outcome::Loaded { swapped: Some(admitted), rolled_back: rollback };
+        };
+        // What this operator knows of the module's rollout comes before what the status said.
+        let pinned = pin.to_string();
+        let written = t.rollout.as_ref().filter(|r| r.status.digest == pinned).map(|r| r.status.clone()).or(written);
+        if written.as_ref().is_some_and(|w| w.phase == RolloutPhase::Aborted) {
+            // Aborted already (before this operator started, or before the module was
+            // loaded again): it stays so, until the spec changes or a retry.
+            if t.history.get(&pin).is_none() {
+                t.history.started(&pin, &source, module.signed_by.clone(), false, now);
+                t.history.stopped(&pin, Stop::RolloutAborted, now);
+            }
+            let revision = t.history.get(&pin).map_or(0, |r| r.revision);
+            t.rollout = Some(RolloutState::begin(admitted.clone(), plan, revision, written.as_ref()).0);
+            src.ctx.registry.drop_candidate(key);
+            return Outcome::Aborted;
+        }
+        let revision = t.history.started(&pin, &source, module.signed_by.clone(), false, now);
+        let (state, step) = RolloutState::begin(admitted.clone(), plan, revision, written.as_ref());
+        t.rollout = Some(state);
+        src.ctx.registry.roll_out(key, admitted.clone(), step);
+        Outcome::RollingOut { started: Some(admitted) }
+    })
+}
+
+/// After a restart, the revision that served (`status.revision`) while the spec's
+/// module rolled out beside it, or was aborted: loaded from the revision store, or its
+/// source, and served again. Nothing to do when the spec's module is that revision.
+async fn restore(
+    rp: &ReconcilePolicy,
+    src: &Sources,
+    key: &PolicyRef,
+    pin: Digest,
+    reach: &Reach,
+) -> Result<(), Error> {
+    let serving = src.lifecycles.with(key, rp, src.revision_history, |t| t.history.serving().cloned());
+    let Some(revision) = serving.filter(|r| r.digest != pin.to_string()) else { return Ok(()) };
+    let Some(digest) = Digest::parse(&revision.digest) else { return Ok(()) };
+    let (module, _) = fetch(rp, src, &Source::of(&revision), digest, true).await?;
+    let module = match module {
+        Ok(m) => m,
+        Err(refusal) => {
+            warn!(rp = %key, revision = revision.revision, "cannot bring back the serving revision: {}", refusal.message);
+            return Ok(());
+        }
+    };
+    let admitted = match src.ctx.engine.load_async(module.bytes).await {
+        Ok(policy) => admit(&src.ctx, policy, reach).await.and_then(namespaced_source),
+        Err(e) => {
+            warn!(rp = %key, revision = revision.revision, "cannot load the serving revision: {e}");
+            return Ok(());
+        }
+    };
+    match admitted {
+        Ok(a) => {
+            info!(rp = %key, revision = revision.revision, "serving revision brought back after a restart");
+            src.ctx.registry.serve(key, Arc::new(a));
+        }
+        Err(e) => warn!(rp = %key, revision = revision.revision, "cannot admit the serving revision: {e}"),
+    }
+    Ok(())
+}
+
+/// A module fetched and verified, ready to load.
+struct Module {
+    bytes: Vec<u8>,
+    /// It came from the revision store, not its source.
+    from_store: bool,
+    /// How it was verified, for the revision store.
+    evidence: Evidence,
+    signed_by: Option<String>,
+    /// What a registry gave with it.
+    fetched: Option<image::Fetched>,
+}
+
+/// The module `pin` from `source`; when the source cannot give it and it is one of the
+/// policy's revisions (`known`), from the revision store.
+async fn fetch(
+    rp: &ReconcilePolicy,
+    src: &Sources,
+    source: &Source,
+    pin: Digest,
+    known: bool,
+) -> Result<(Result<Module, Refusal>, Option<ImageStatus>), Error> {
+    let (fetched, image) = match (&source.config_map_ref, &source.image) {
+        (Some(r), None) => (from_configmap(rp, src, r, pin).await?, None),
+        (None, Some(reference)) => {
+            let (result, status) = from_registry(rp, src, reference, pin).await?;
+            (result, Some(status))
+        }
+        // The schema allows exactly one (a CEL rule); a CRD of an older version might not.
+        _ => {
+            let message = "give exactly one of spec.configMapRef and spec.image".to_string();
+            return Ok((Err(Refusal::new("InvalidSpec", message)), None));
+        }
+    };
+    let refusal = match fetched {
+        Ok(module) => return Ok((Ok(module), image)),
+        Err(refusal) => refusal,
+    };
+    let stored = match (&src.revisions, known) {
+        (Some(store), true) => store.get(&pin, &src.trust),
+        _ => return Ok((Err(refusal), image)),
+    };
+    match stored {
+        Ok(Some(stored)) => {
+            info!(rp = %key_of(rp), %pin, "module from the revision store: {}", refusal.message);
+            let module = Module {
+                bytes: stored.module,
+                from_store: true,
+                evidence: Evidence::default(),
+                signed_by: stored.signed_by,
+                fetched: None,
+            };
+            Ok((Ok(module), image))
+        }
+        Ok(None) => Ok((Err(refusal), image)),
+        Err(e) => Ok((Err(Refusal::new("RevisionStore", format!("{}; and {e}", refusal.message))), image)),
     }
 }
 
@@ -296,7 +515,7 @@ async fn from_configmap(
     src: &Sources,
     r: &crate::crd::ConfigMapKeyRef,
     pin: Digest,
-) -> Result<Result<Vec<u8>, Refusal>, Error> {
+) -> Result<Result<Module, Refusal>, Error> {
     let cms: Api<ConfigMap> =
         Api::namespaced(src.ctx.client.clone(), rp.metadata.namespace.as_deref().unwrap_or_default());
     let Some(cm) = cms.get_opt(&r.name).await? else {
@@ -316,16 +535,19 @@ async fn from_configmap(
         let message = format!("ConfigMap {:?} key {:?} holds {digest}, but spec.sha256 pins {pin}", r.name, r.key);
         return Ok(Err(Refusal::new("DigestMismatch", message)));
     }
+    let mut module = Module { bytes, from_store: false, evidence: Evidence::default(), signed_by: None, fetched: None };
     if src.trust.required {
         let sig_key = format!("{}.sig", r.key);
         let sig = (cm.data.as_ref().and_then(|d| d.get(&sig_key)).map(|s| s.as_bytes().to_vec()))
             .or_else(|| cm.binary_data.as_ref().and_then(|d| d.get(&sig_key)).map(|b| b.0.clone()));
         let beside = format!("(key {sig_key:?} of ConfigMap {:?})", r.name);
-        if let Err(e) = src.trust.verify_blob(&bytes, sig.as_deref(), &beside) {
-            return Ok(Err(Refusal::new(e.reason(), e.to_string())));
+        match src.trust.verify_blob(&module.bytes, sig.as_deref(), &beside) {
+            Ok(v) => module.signed_by = Some(v.key),
+            Err(e) => return Ok(Err(Refusal::new(e.reason(), e.to_string()))),
         }
+        module.evidence.detached = sig.map(|s| String::from_utf8_lossy(&s).trim().to_string());
     }
-    Ok(Ok(bytes))
+    Ok(Ok(module))
 }
 
 /// The module of `spec.image`: pulled by the digest its tag resolved to (resolved
@@ -336,7 +558,7 @@ async fn from_registry(
     src: &Sources,
     reference: &str,
     pin: Digest,
-) -> Result<(Result<(Vec<u8>, image::Fetched), Refusal>, ImageStatus), Error> {
+) -> Result<(Result<Module, Refusal>, ImageStatus), Error> {
     let previous = rp.status.as_ref().and_then(|s| {
         let same = s.image.as_ref().is_some_and(|i| i.reference == reference)
             && s.loaded_digest.as_deref() == Some(rp.spec.sha256.as_str());
@@ -377,7 +599,27 @@ async fn from_registry(
     status.resolved_digest = Some(fetched.pulled.manifest_digest.clone());
     // A tag that moved since it was resolved: reported, never loaded.
     status.tag_digest = fetched.tag_now.clone().filter(|now| Some(now) != status.resolved_digest.as_ref());
-    Ok((Ok((fetched.pulled.module.clone(), fetched)), status))
+    let evidence = Evidence {
+        detached: None,
+        cosign: src.trust.required.then(|| CosignEvidence {
+            manifest: String::from_utf8_lossy(&fetched.pulled.manifest).into_owned(),
+            signatures: fetched
+                .signatures
+                .iter()
+                .map(|s| {
+                    (String::from_utf8_lossy(&s.payload).into_owned(), crate::signature::encode_signature(&s.signature))
+                })
+                .collect(),
+        }),
+    };
+    let module = Module {
+        bytes: fetched.pulled.module.clone(),
+        from_store: false,
+        evidence,
+        signed_by: fetched.signed_by.clone(),
+        fetched: Some(fetched),
+    };
+    Ok((Ok(module), status))
 }
 
 /// The credentials of the policy's pull Secrets and the CA of its registryCA Secret,

@@ -183,6 +183,10 @@ pub async fn load(src: &Arc<Sources>, path: &Path, mode: PolicyMode) -> Result<O
         ?mode,
         "policy serving"
     );
+    if mode == PolicyMode::Shadow {
+        let (src, shadow) = (src.clone(), admitted.clone());
+        tokio::spawn(async move { super::shadow_schemas(&src, &shadow).await });
+    }
     Ok(Some(admitted))
 }
 

@@ -14,7 +14,7 @@ use crate::oci::{self, Pulled};
 /// A module ready to load.
 pub struct Fetched {
     pub pulled: Pulled,
-    signatures: Vec<Signature>,
+    pub signatures: Vec<Signature>,
     /// Why the registry was not used: it could not be reached and the cache served.
     pub from_cache: Option<oci::Error>,
     /// The key that verified its signature, when signatures are required.

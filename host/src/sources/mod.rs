@@ -4,8 +4,11 @@
 
 pub mod cluster;
 pub mod file;
+pub mod history;
 pub mod image;
 pub mod policy_status;
+pub mod revisions;
+pub mod rollout;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -45,6 +48,15 @@ pub struct Sources {
     pub reaches: Reaches,
     /// The one namespace whose ReconcilePolicies' `spec.reach` is honoured.
     pub reach_namespace: Option<String>,
+    /// The modules of recent revisions, to bring one back without its source; `None`
+    /// runs without (it could not be made).
+    pub revisions: Option<revisions::Store>,
+    /// Revisions listed per ReconcilePolicy.
+    pub revision_history: usize,
+    /// Each ReconcilePolicy's revisions and rollout.
+    pub lifecycles: rollout::Lifecycles,
+    /// The `/openapi/v3` documents shadow decisions are checked against.
+    pub schema_paths: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// The administrator's grants to file policies (`--reach`), by the name their module
@@ -62,6 +74,8 @@ pub struct SourceSettings {
     pub registry_poll: Duration,
     pub reaches: Reaches,
     pub reach_namespace: Option<String>,
+    pub revisions: Option<revisions::Store>,
+    pub revision_history: usize,
 }
 
 impl Sources {
@@ -76,6 +90,10 @@ impl Sources {
             registry_down: Mutex::default(),
             reaches: settings.reaches,
             reach_namespace: settings.reach_namespace,
+            revisions: settings.revisions,
+            revision_history: settings.revision_history,
+            lifecycles: rollout::Lifecycles::default(),
+            schema_paths: Mutex::default(),
         })
     }
 
@@ -101,7 +119,7 @@ pub async fn admit(ctx: &Context, policy: Arc<Policy>, reach: &Reach) -> Result<
         None => None,
     };
     let resolved = access::resolve(&ctx.client, ctx.namespace.as_deref(), policy.declarations(), reach, labels).await?;
-    Ok(Admitted { policy, resolved })
+    Ok(Admitted::new(policy, resolved))
 }
 
 /// What a ReconcilePolicy in `namespace` asking `asked` is granted: its `spec.reach` in
@@ -137,6 +155,40 @@ pub async fn swapped(
 ) -> usize {
     src.kinds.sync(&src.ctx).await;
     src.kinds.requeue(kind, concerned)
+}
+
+/// The schemas shadow decisions are checked against, made again to take in the kinds
+/// `admitted` (a shadow, or a rollout's new module) writes: the built-in kinds' shipped
+/// with the binary, and every kind shadows declared, from the API server's
+/// `/openapi/v3` (CRDs with their validation rules). Built off the async runtime; one
+/// that cannot be made leaves the previous ones, and says why.
+pub async fn shadow_schemas(src: &Sources, admitted: &Admitted) {
+    let paths = {
+        let mut wanted = src.schema_paths.lock();
+        let before = wanted.len();
+        wanted.extend(crate::kubernetes::openapi::paths_of(admitted.policy.declarations()));
+        if wanted.len() == before && src.ctx.shadows.has_schemas() {
+            return;
+        }
+        wanted.iter().cloned().collect::<Vec<_>>()
+    };
+    let documents = match crate::kubernetes::openapi::documents(&src.ctx.client, &paths).await {
+        Ok(d) => d,
+        Err(e) => return tracing::warn!("shadow decisions are checked against the built-in kinds' schemas only: {e}"),
+    };
+    let built = tokio::task::spawn_blocking(move || {
+        let mut schemas = crate::scenario::schemas::Schemas::builtin();
+        for (path, doc) in documents {
+            if let Err(e) = schemas.add_document(doc, &format!("API server {path}")) {
+                tracing::warn!("shadow decisions: {e}");
+            }
+        }
+        schemas
+    })
+    .await;
+    if let Ok(schemas) = built {
+        src.ctx.shadows.set_schemas(Arc::new(schemas));
+    }
 }
 
 /// Whether `admitted` is the policy that decides `parent` now.

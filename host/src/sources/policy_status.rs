@@ -14,10 +14,20 @@ use crate::registry::{Admitted, PolicyRef};
 
 /// What loading a ReconcilePolicy's module came to.
 pub enum Outcome {
-    /// Serving the module the spec pins; what was swapped in, if anything was.
+    /// The module the spec pins serves every parent the policy selects; what was
+    /// swapped in, if anything was, and whether that brought back an earlier revision.
     Loaded {
         swapped: Option<Arc<Admitted>>,
+        rolled_back: bool,
     },
+    /// The module the spec pins is being rolled out beside the serving revision
+    /// (`spec.rollout`); the rollout started now, if it did.
+    RollingOut {
+        started: Option<Arc<Admitted>>,
+    },
+    /// The rollout of the module the spec pins was aborted: the serving revision
+    /// serves on, until the spec changes or the rollout is retried.
+    Aborted,
     Refused {
         reason: String,
         message: String,
@@ -64,12 +74,14 @@ pub fn next(
     if rp.spec.image.is_some() {
         next.image = image;
     }
+    let serving_label = serving.map(|a| a.policy.label().to_string()).unwrap_or_else(|| "nothing".into());
     match outcome {
         Outcome::Loaded { .. } => {
-            let policy = serving.map(|a| a.policy.label().to_string()).unwrap_or_default();
             let mut doing = match rp.spec.mode {
-                PolicyMode::Enforce => format!("serving {policy}"),
-                PolicyMode::Shadow => format!("shadowing with {policy}: it decides beside the live policy, never acts"),
+                PolicyMode::Enforce => format!("serving {serving_label}"),
+                PolicyMode::Shadow => {
+                    format!("shadowing with {serving_label}: it decides beside the live policy, never acts")
+                }
             };
             if let Some(why) = next.image.as_ref().and_then(|i| i.unreachable.as_ref()) {
                 doing.push_str(&format!(", from the operator's cache: {why}"));
@@ -77,6 +89,29 @@ pub fn next(
             let ready = conditions::new("Ready", "True", "Loaded", &doing, generation);
             conditions::set(&mut next.conditions, &current.conditions, ready);
             next.conditions.retain(|c| c.type_ != "Failed");
+        }
+        Outcome::RollingOut { .. } => {
+            let doing = format!("serving {serving_label}, and rolling out spec.sha256's module (status.rollout)");
+            let ready = conditions::new("Ready", "True", "RollingOut", &doing, generation);
+            conditions::set(&mut next.conditions, &current.conditions, ready);
+            next.conditions.retain(|c| c.type_ != "Failed");
+        }
+        Outcome::Aborted => {
+            let why = "the rollout of spec.sha256's module was aborted (status.rollout); change the spec, or retry it \
+                       (annotation podset.dev/rollout-command=retry)";
+            let failed = conditions::new("Failed", "True", "RolloutAborted", why, generation);
+            conditions::set(&mut next.conditions, &current.conditions, failed);
+            let ready = match serving {
+                Some(_) => conditions::new(
+                    "Ready",
+                    "True",
+                    "LastGoodServing",
+                    &format!("still serving {serving_label}"),
+                    generation,
+                ),
+                None => conditions::new("Ready", "False", "RolloutAborted", "no revision serves", generation),
+            };
+            conditions::set(&mut next.conditions, &current.conditions, ready);
         }
         Outcome::Refused { reason, message, .. } => {
             let failed = conditions::new("Failed", "True", reason, message, generation);
@@ -97,7 +132,8 @@ pub fn next(
     next
 }
 
-/// Writes `next` as the status of the ReconcilePolicy `key`.
+/// Writes `next` as the status of the ReconcilePolicy `key` (its lifecycle, the
+/// revisions and the rollout, included as `next` has them).
 pub async fn write(client: &Client, key: &PolicyRef, next: &ReconcilePolicyStatus) -> Result<(), kube::Error> {
     let api: Api<ReconcilePolicy> = Api::namespaced(client.clone(), key.namespace.as_deref().unwrap_or_default());
     let patch = serde_json::json!({ "status": {
@@ -113,6 +149,9 @@ pub async fn write(client: &Client, key: &PolicyRef, next: &ReconcilePolicyStatu
             "signedBy": i.signed_by,
             "unreachable": i.unreachable,
         })),
+        "revision": next.revision,
+        "revisions": next.revisions,
+        "rollout": next.rollout,
     }});
     api.patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop)
 }

@@ -18,6 +18,7 @@ mod registry;
 mod reloader;
 mod replay;
 mod restart;
+mod rollout;
 mod sequences;
 mod shadow;
 mod shards;

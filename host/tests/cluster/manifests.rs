@@ -117,3 +117,20 @@ async fn the_operator_works_with_the_shipped_least_privilege_rbac() {
     assert!(!log.to_lowercase().contains("forbidden"), "the operator was refused something:\n{log}");
     common::delete_namespace(&client, &ns).await;
 }
+
+/// The built-in kinds' schemas `policy test` checks against are the cluster's own
+/// (`podset-host reference schemas` writes them from it).
+#[tokio::test]
+async fn the_shipped_schemas_are_the_api_servers() {
+    let client = common::client().await;
+    let documents = podset_host::author::schemas::builtin_from_cluster(&client).await.expect("the cluster's documents");
+    for (path, text) in documents {
+        let shipped = podset_host::scenario::schemas::builtin_document(&path).expect("shipped");
+        assert!(
+            shipped == text,
+            "host/src/scenario/builtin/{} is not the API server's {path}: run `podset-host reference schemas` against \
+             the embedded cluster and commit the result",
+            podset_host::author::schemas::builtin_file(&path)
+        );
+    }
+}

@@ -8,6 +8,8 @@ mod layers;
 mod policy_properties;
 mod policy_sandbox;
 mod reconcile_calls;
+mod rollouts;
+mod schemas;
 
 use std::path::{Path, PathBuf};
 

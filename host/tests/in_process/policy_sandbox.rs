@@ -339,7 +339,7 @@ fn a_policy_of_any_world_is_benchmarked_on_its_scenarios() {
     let mut inputs = Vec::new();
     for name in ["asks-for-mounts", "rolls-on-change"] {
         let scenario = Scenario::read(&dir.join(format!("{name}.yaml"))).expect("a scenario");
-        scenario.check(&policy).expect("the scenario passes");
+        scenario.check(&policy, None).expect("the scenario passes");
         inputs.push((name.to_string(), scenario.input(&policy).expect("its input")));
     }
     let rows = bench::scenarios(&policy, &inputs, std::time::Duration::from_millis(50)).expect("benchmarked");

@@ -133,7 +133,7 @@ impl Rig {
             reach: Default::default(),
             namespace_labels: None,
         };
-        Rig { ctx, admitted: Admitted { policy, resolved }, seen }
+        Rig { ctx, admitted: Admitted::new(policy, resolved), seen }
     }
 
     fn digest(&self) -> String {
@@ -358,7 +358,7 @@ mod lookups {
                 json!({ "data": { "password": "aHVudGVyMg==" } }),
             )));
             let memory = Arc::new(LookupIndex::default());
-            ReloaderRig { ctx: rig.ctx, admitted: Admitted { policy, resolved }, seen: rig.seen, caches, memory }
+            ReloaderRig { ctx: rig.ctx, admitted: Admitted::new(policy, resolved), seen: rig.seen, caches, memory }
         }
 
         fn set_config(&self, greeting: &str) -> Object {

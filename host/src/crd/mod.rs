@@ -9,6 +9,10 @@ use kube::core::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod rollout;
+
+pub use rollout::{GateStatus, Rollout, RolloutAbort, RolloutGates, RolloutPhase, RolloutStatus, RolloutStep};
+
 /// The operator's own API group: ReconcilePolicy, and the labels, annotations and
 /// finalizers the host writes. The project's domain (the node simulator's `podset.dev/…`
 /// labels use it too), not a sample's.
@@ -104,6 +108,9 @@ pub struct PodSetStatus {
     status = "ReconcilePolicyStatus",
     printcolumn = r#"{"name":"Kind","type":"string","jsonPath":".status.kind","description":"The kind it reconciles"}"#,
     printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".spec.mode","description":"Enforce (decides and acts) or Shadow (decides beside the live policy, never acts)"}"#,
+    printcolumn = r#"{"name":"Revision","type":"integer","jsonPath":".status.revision","description":"The revision serving (status.revisions)"}"#,
+    printcolumn = r#"{"name":"Rollout","type":"string","jsonPath":".status.rollout.phase","description":"The rollout of spec.sha256's module: Progressing, Paused, Completed or Aborted"}"#,
+    printcolumn = r#"{"name":"Step","type":"string","jsonPath":".status.rollout.progress","description":"The rollout's step and its progress"}"#,
     printcolumn = r#"{"name":"Agreed","type":"integer","jsonPath":".status.shadow.agreed","description":"Shadow decisions that agreed with the live policy's"}"#,
     printcolumn = r#"{"name":"Differed","type":"integer","jsonPath":".status.shadow.differed","description":"Shadow decisions that differed from the live policy's"}"#,
     printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.loadedDigest","description":"Digest of the module loaded"}"#,
@@ -120,6 +127,9 @@ pub struct PodSetStatus {
 }, {
     "rule": "has(self.image) || (!has(self.imagePullSecrets) && !has(self.registryCA))",
     "message": "spec.imagePullSecrets and spec.registryCA apply to spec.image only"
+}, {
+    "rule": "!has(self.rollout) || self.mode == 'Enforce'",
+    "message": "spec.rollout is for an Enforce policy: a Shadow policy never serves, so it has nothing to roll out"
 }]))]
 pub struct ReconcilePolicySpec {
     /// Where the module is: a key of a ConfigMap's `binaryData` in this namespace
@@ -169,6 +179,12 @@ pub struct ReconcilePolicySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Reach")]
     pub reach: Option<Reach>,
+    /// How a new module takes over from the one serving: steps of shadow and of growing
+    /// shares of the parents, each gated, with an automatic abort. Without it, a new
+    /// module replaces the serving one at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Rollout")]
+    pub rollout: Option<Rollout>,
 }
 
 /// Whether a ReconcilePolicy acts or only watches.
@@ -302,10 +318,65 @@ pub struct ReconcilePolicyStatus {
     #[schemars(with = "ImageStatus")]
     pub image: Option<ImageStatus>,
     /// How a Shadow policy's decisions compared with the live ones, since its module
-    /// loaded. Written every few seconds while it decides.
+    /// loaded (or a rollout's, in its shadow step). Written every few seconds while it
+    /// decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "ShadowStatus")]
     pub shadow: Option<ShadowStatus>,
+    /// The revision serving: its number in `revisions`. During a rollout, the one the
+    /// parents the new module does not decide for yet are on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "i64")]
+    pub revision: Option<i64>,
+    /// The modules that served this policy, oldest first, the last few
+    /// (`run --revision-history`): each can be brought back (`policy rollback`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revisions: Vec<Revision>,
+    /// The rollout of `spec.sha256`'s module, when `spec.rollout` planned one; it stays
+    /// once the rollout ended, saying how.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "RolloutStatus")]
+    pub rollout: Option<RolloutStatus>,
+}
+
+/// A module that served a ReconcilePolicy.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Revision {
+    /// Its number, from 1, in the order the modules first served.
+    pub revision: i64,
+    /// The module's digest (`spec.sha256`).
+    pub digest: String,
+    /// Where it came from: a ConfigMap key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "ConfigMapKeyRef")]
+    pub config_map_ref: Option<ConfigMapKeyRef>,
+    /// Where it came from: `spec.image`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub image: Option<String>,
+    /// The trusted key that verified its signature, when signatures are required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub signed_by: Option<String>,
+    /// When it last began to serve (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub started: Option<String>,
+    /// When it last stopped serving (RFC 3339); unset while it serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub stopped: Option<String>,
+    /// Why it stopped: `Replaced` (another revision took over), `RolledBack` (an older one
+    /// was brought back), `RolloutAborted` or `Superseded` (a newer module's rollout
+    /// began before this one's ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub stop_reason: Option<String>,
+    /// It served every parent the policy selects (it swapped in at once, or its rollout
+    /// completed): bringing it back is a rollback, which swaps in at once.
+    #[serde(default)]
+    pub complete: bool,
 }
 
 /// What `spec.image` resolved to.
@@ -367,8 +438,27 @@ pub struct ShadowStatus {
     #[serde(default)]
     pub persistent_divergences: i64,
     /// The last few differences, newest last.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    // Written even when empty: the status is written as a merge patch, which keeps a
+    // list it does not name (another module's differences would stay).
+    #[serde(default)]
     pub last_differences: Vec<ShadowDifference>,
+    /// The last few failures, newest last: why the shadow could not decide, or what
+    /// the checks or the kinds' schemas refused of its decision.
+    #[serde(default)]
+    pub last_failures: Vec<ShadowFailure>,
+}
+
+/// One decision the shadow could not make, or made and had refused.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowFailure {
+    /// The object decided about: `Kind namespace/name`.
+    pub object: String,
+    /// When (RFC 3339).
+    pub time: String,
+    /// Why: the reason (`PolicyTrapped`, `DeadlineExceeded`, a check's or a schema's
+    /// rule) and its message.
+    pub reason: String,
 }
 
 /// One decision on which the shadow differed.
@@ -468,7 +558,7 @@ mod tests {
 
     #[test]
     fn committed_crd_yaml_matches_the_rust_types() {
-        let committed = include_str!("../../manifests/crd/podset-host.yaml");
+        let committed = include_str!("../../../manifests/crd/podset-host.yaml");
         let generated = crds_yaml().expect("CRDs serialize");
         assert!(
             committed == generated,

@@ -12,8 +12,17 @@
 //! decides: [`Registry::select`] passes it over, and [`Registry::shadows_for`] names
 //! the shadows that decide beside the live policy of a parent.
 //!
+//! A ReconcilePolicy rolling out a new module (`spec.rollout`) has two: the revision
+//! serving, and the candidate. In a shadow step the candidate decides beside the
+//! serving revision ([`Registry::shadows_for`]); in a share step it decides for the
+//! parents whose UID hashes into its share ([`share_of`]), the others staying where
+//! they were. A parent that names the ReconcilePolicy while it has no serving revision
+//! (its first module) gets the candidate at once: there is nothing to fall back to.
+//!
 //! Reads take a lock just long enough to clone an `Arc`: a swap is atomic, and a
 //! reconcile already running finishes with the policy it started with.
+
+pub mod outcomes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -35,9 +44,15 @@ use crate::sandbox::Policy;
 pub struct Admitted {
     pub policy: Arc<Policy>,
     pub resolved: Resolved,
+    /// What became of its decisions (a rollout's gates read them).
+    pub outcomes: outcomes::Outcomes,
 }
 
 impl Admitted {
+    pub fn new(policy: Arc<Policy>, resolved: Resolved) -> Self {
+        Admitted { policy, resolved, outcomes: outcomes::Outcomes::default() }
+    }
+
     pub fn parent_kind(&self) -> GroupVersionKind {
         to_gvk(&self.policy.declarations().parent)
     }
@@ -70,12 +85,67 @@ struct Named {
     /// Parents of this namespace matching it are decided by this policy (or, for a
     /// shadow, decided beside; a shadow without a selector matches all).
     selector: Option<Selector>,
+    /// The module being rolled out, and its step.
+    candidate: Option<Candidate>,
 }
 
 impl Named {
     fn shadows(&self, parent: &Object) -> bool {
         self.entry.mode == PolicyMode::Shadow && self.selector.as_ref().is_none_or(|s| s.matches(parent.labels()))
     }
+
+    fn selects(&self, parent: &Object) -> bool {
+        self.selector.as_ref().is_some_and(|s| s.matches(parent.labels()))
+    }
+
+    /// The candidate, when `parent` (of `kind`) is in its share.
+    fn candidate_for(&self, parent: &Object, kind: &GroupVersionKind) -> Option<Arc<Admitted>> {
+        let c = self.candidate.as_ref()?;
+        (c.step.includes(parent) && c.admitted.parent_kind() == *kind).then(|| c.admitted.clone())
+    }
+
+    /// The candidate, when it is in a shadow step and shadows `parent` (of `kind`).
+    fn shadow_candidate(&self, kind: &GroupVersionKind) -> Option<Arc<Admitted>> {
+        let c = self.candidate.as_ref()?;
+        (c.step == Step::Shadow && c.admitted.parent_kind() == *kind).then(|| c.admitted.clone())
+    }
+}
+
+/// A module being rolled out beside a ReconcilePolicy's serving revision.
+#[derive(Clone)]
+pub struct Candidate {
+    pub admitted: Arc<Admitted>,
+    pub step: Step,
+}
+
+/// What a candidate does in its current step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// It decides beside the serving revision for every parent, and never acts.
+    Shadow,
+    /// It decides for the parents in this share, in percent (1 to 100).
+    Share(u8),
+}
+
+impl Step {
+    /// Whether the candidate decides for `parent` in this step.
+    pub fn includes(&self, parent: &Object) -> bool {
+        match self {
+            Step::Shadow => false,
+            Step::Share(percent) => share_of(parent) < u32::from(*percent) * 100,
+        }
+    }
+}
+
+/// Where `parent` falls among the parents, 0 to 9999: from its UID, so a parent keeps
+/// its place across decisions, replicas and restarts, and a growing share only adds
+/// parents.
+pub fn share_of(parent: &Object) -> u32 {
+    use sha2::Digest as _;
+    let uid = parent.metadata.uid.as_deref().unwrap_or_default();
+    let hash = sha2::Sha256::digest(uid.as_bytes());
+    let first = u64::from_be_bytes([hash[0], hash[1], hash[2], hash[3], hash[4], hash[5], hash[6], hash[7]]);
+    (first % 10_000) as u32
 }
 
 /// Where a shadow comes from: the name its tally is reported under.
@@ -169,11 +239,13 @@ impl Registry {
         Ok(changed)
     }
 
-    /// Serves `admitted` for `key`; returns the policy it replaced.
+    /// Serves `admitted` for `key`, at once, for every parent: any rollout under way
+    /// ends. Returns the policy it replaced.
     pub fn serve(&self, key: &PolicyRef, admitted: Arc<Admitted>) -> Option<Arc<Admitted>> {
         let mut named = self.named.write();
         let n = named.entry(key.clone()).or_default();
         n.entry.error = None;
+        n.candidate = None;
         n.entry.serving.replace(admitted)
     }
 
@@ -195,17 +267,64 @@ impl Registry {
         self.named.read().get(key).and_then(|n| n.entry.serving.clone())
     }
 
+    /// The module `key` is rolling out, and its step.
+    pub fn candidate(&self, key: &PolicyRef) -> Option<Candidate> {
+        self.named.read().get(key).and_then(|n| n.candidate.clone())
+    }
+
+    /// Rolls out `admitted` for `key` beside its serving revision, from `step`;
+    /// returns the candidate it replaced (a newer module superseding one mid-rollout).
+    pub fn roll_out(&self, key: &PolicyRef, admitted: Arc<Admitted>, step: Step) -> Option<Arc<Admitted>> {
+        let mut named = self.named.write();
+        let n = named.entry(key.clone()).or_default();
+        n.entry.error = None;
+        n.candidate.replace(Candidate { admitted, step }).map(|c| c.admitted)
+    }
+
+    /// Moves `key`'s candidate to `step`; false when it has none (or another one).
+    pub fn step(&self, key: &PolicyRef, admitted: &Arc<Admitted>, step: Step) -> bool {
+        let mut named = self.named.write();
+        match named.get_mut(key).and_then(|n| n.candidate.as_mut()) {
+            Some(c) if Arc::ptr_eq(&c.admitted, admitted) => {
+                c.step = step;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Stops rolling out `key`'s candidate (an abort): every parent is back where it
+    /// was. Returns it.
+    pub fn drop_candidate(&self, key: &PolicyRef) -> Option<Arc<Admitted>> {
+        self.named.write().get_mut(key).and_then(|n| n.candidate.take()).map(|c| c.admitted)
+    }
+
+    /// The candidate `admitted` becomes `key`'s serving revision (its rollout
+    /// completed); returns the revision it replaced. Nothing changes when the
+    /// candidate is another one by now.
+    pub fn promote(&self, key: &PolicyRef, admitted: &Arc<Admitted>) -> Option<Arc<Admitted>> {
+        let mut named = self.named.write();
+        let n = named.get_mut(key)?;
+        if !n.candidate.as_ref().is_some_and(|c| Arc::ptr_eq(&c.admitted, admitted)) {
+            return None;
+        }
+        let c = n.candidate.take()?;
+        n.entry.serving.replace(c.admitted)
+    }
+
     /// Every admitted policy that may decide, from every source: the kinds these
     /// serve are the kinds reconciled. A shadow alone does not make its kind
     /// reconciled: it has no live decisions to decide beside.
     pub fn enforcing(&self) -> Vec<Arc<Admitted>> {
         let files = self.files.read();
         let named = self.named.read();
+        let candidates = named.values().filter_map(|n| n.candidate.as_ref()).map(|c| c.admitted.clone());
         files
             .values()
             .chain(named.values().map(|n| &n.entry))
             .filter(|e| e.mode == PolicyMode::Enforce)
             .filter_map(|e| e.serving.clone())
+            .chain(candidates)
             .collect()
     }
 
@@ -218,11 +337,23 @@ impl Registry {
             let named = self.named.read();
             let ns = parent.namespace();
             for (key, n) in named.iter() {
-                if key.namespace == ns
-                    && n.shadows(parent)
+                if key.namespace != ns {
+                    continue;
+                }
+                if n.shadows(parent)
                     && let Some(a) = n.entry.serving.as_ref().filter(|a| a.parent_kind() == *kind)
                 {
                     out.push(Shadow { source: ShadowSource::Named(key.clone()), admitted: a.clone() });
+                }
+                // A rollout's shadow step, beside whatever decides the parents the
+                // policy selects now: its serving revision, or for its first module
+                // the policy that decided them before. A parent that names it while it
+                // has no serving revision is decided by the candidate itself.
+                let naming = Self::named_by(parent).as_ref() == Some(key);
+                let decides = (naming && n.entry.serving.is_some())
+                    || (!naming && n.entry.mode == PolicyMode::Enforce && n.selects(parent));
+                if decides && let Some(a) = n.shadow_candidate(kind) {
+                    out.push(Shadow { source: ShadowSource::Named(key.clone()), admitted: a });
                 }
             }
         }
@@ -281,40 +412,61 @@ impl Registry {
         let ns = parent.namespace().unwrap_or_default();
         if let Some(key) = Self::named_by(parent) {
             let named = self.named.read();
-            return match named.get(&key).map(|n| &n.entry) {
-                None => Selection::Unavailable(format!("ReconcilePolicy {:?} not found in namespace {ns:?}", key.name)),
-                Some(Entry { mode: PolicyMode::Shadow, .. }) => Selection::Unavailable(format!(
+            let Some(n) = named.get(&key) else {
+                return Selection::Unavailable(format!("ReconcilePolicy {:?} not found in namespace {ns:?}", key.name));
+            };
+            if n.entry.mode == PolicyMode::Enforce
+                && let Some(a) = n.candidate_for(parent, kind)
+            {
+                return Selection::Ready(a);
+            }
+            // Its first module, being rolled out: nothing else can decide for a parent
+            // that names it.
+            if n.entry.serving.is_none()
+                && let Some(c) = n.candidate.as_ref().filter(|c| c.admitted.parent_kind() == *kind)
+            {
+                return Selection::Ready(c.admitted.clone());
+            }
+            return match &n.entry {
+                Entry { mode: PolicyMode::Shadow, .. } => Selection::Unavailable(format!(
                     "ReconcilePolicy {:?} is in Shadow mode: it never decides; name an Enforce policy",
                     key.name
                 )),
-                Some(Entry { serving: Some(a), .. }) if a.parent_kind() == *kind => Selection::Ready(a.clone()),
-                Some(Entry { serving: Some(a), .. }) => Selection::Unavailable(format!(
+                Entry { serving: Some(a), .. } if a.parent_kind() == *kind => Selection::Ready(a.clone()),
+                Entry { serving: Some(a), .. } => Selection::Unavailable(format!(
                     "ReconcilePolicy {:?} serves {}, not {}",
                     key.name,
                     kind_name(&a.parent_kind()),
                     kind_name(kind)
                 )),
-                Some(Entry { serving: None, mode: _, error: None }) => Selection::Loading,
-                Some(Entry { serving: None, mode: _, error: Some(e) }) => {
+                Entry { serving: None, error: None, .. } => Selection::Loading,
+                Entry { serving: None, error: Some(e), .. } => {
                     Selection::Unavailable(format!("ReconcilePolicy {:?} has no usable module: {e}", key.name))
                 }
             };
         }
         {
             let named = self.named.read();
-            let mut canaries: Vec<(&PolicyRef, &Arc<Admitted>)> = named
+            let mut canaries: Vec<(&PolicyRef, &Named)> = named
                 .iter()
                 .filter(|(k, n)| {
                     k.namespace.as_deref() == Some(ns.as_str())
                         && n.entry.mode == PolicyMode::Enforce
-                        && n.selector.as_ref().is_some_and(|s| s.matches(parent.labels()))
+                        && n.selects(parent)
                 })
-                .filter_map(|(k, n)| n.entry.serving.as_ref().map(|a| (k, a)))
-                .filter(|(_, a)| a.parent_kind() == *kind)
                 .collect();
             canaries.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-            if let Some((_, a)) = canaries.first() {
-                return Selection::Ready((*a).clone());
+            // The first canary that decides it: with its candidate when the parent is
+            // in the candidate's share, else with its serving revision; one with
+            // neither for this parent (its first module in a shadow step, or the parent
+            // outside the share) leaves it to the next, and to the default.
+            for (_, n) in canaries {
+                if let Some(a) = n.candidate_for(parent, kind) {
+                    return Selection::Ready(a);
+                }
+                if let Some(a) = n.entry.serving.as_ref().filter(|a| a.parent_kind() == *kind) {
+                    return Selection::Ready(a.clone());
+                }
             }
         }
         let files = self.files.read();
