@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$ROOT"
 
 export PODSET_BUILD=test
+lint_in_build
 hack/deps.sh cluster
 build_binaries
 hack/policy.sh

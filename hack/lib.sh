@@ -25,6 +25,23 @@ unset _var
 # once per target (a second feature set recompiles the host and whatever depends on it).
 TEST_FEATURES=podset-host/native-podset,podset-host/fault-suite,podset-host/cluster-tests,podset-node-sim/cluster-tests
 
+# lint_in_build: every cargo command of `make check` and `make test` compiles the
+# workspace's own crates with clippy-driver as their compiler (cargo's
+# RUSTC_WORKSPACE_WRAPPER; the dependencies are compiled by rustc alone), so that the one
+# test build is the lint too: clippy's own check build of every dependency, which shares
+# nothing with a build, is not made at all. -D warnings, as `cargo clippy -- -D warnings`
+# (clippy-driver reads its arguments from CLIPPY_ARGS, as cargo-clippy passes them). The
+# wrapper is part of each workspace crate's fingerprint: a plain `cargo test` of your own
+# rebuilds the workspace's crates (not their dependencies), and the next `make check`
+# rebuilds them back. Policies built for wasm32 are compiled without it (hack/policy.sh).
+lint_in_build() {
+  local driver
+  driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver) \
+    || die "clippy-driver not found: rustup component add clippy"
+  export RUSTC_WORKSPACE_WRAPPER="$driver"
+  export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+}
+
 # The Debian packages each part needs, named once: the part's script asks for its own
 # (apt_install is a no-op when they are there), and hack/deps.sh installs what an entry
 # point needs in one apt-get step first.
