@@ -93,6 +93,7 @@ pub struct Metrics {
     rollout_percent: Family<PolicyLabels, Gauge>,
     rollouts: Family<RolloutLabels, Counter>,
     rollbacks: Family<PolicyLabels, Counter>,
+    file_revisions: Family<PolicyLabels, Gauge>,
 }
 
 /// One registered metric, as `/metrics` names it.
@@ -154,6 +155,7 @@ impl Default for Metrics {
             rollout_percent: Family::default(),
             rollouts: Family::default(),
             rollbacks: Family::default(),
+            file_revisions: Family::default(),
             registry: Registry::default(),
             described: Vec::new(),
         };
@@ -262,6 +264,13 @@ impl Default for Metrics {
             None,
             m.rollbacks.clone(),
         );
+        registry.add(
+            "policy_file_revision",
+            "The revision a --policy or --shadow file serves: 1 for its first module, one more for each module of \
+             another digest since the operator started (the log's `policy serving` line names its digest)",
+            None,
+            m.file_revisions.clone(),
+        );
         Metrics { registry: registry.registry, described: registry.described, ..m }
     }
 }
@@ -343,6 +352,11 @@ impl Metrics {
             RolloutLabels { policy: policy.into(), result: result.into(), gate: gate.unwrap_or_default().into() };
         self.rollouts.get_or_create(&labels).inc();
         self.rollout_step(policy, 0, 0);
+    }
+
+    pub fn file_revision(&self, file: &str, revision: u64) {
+        let labels = PolicyLabels { policy: file.into() };
+        self.file_revisions.get_or_create(&labels).set(i64::try_from(revision).unwrap_or(i64::MAX));
     }
 
     pub fn rolled_back(&self, policy: &str) {

@@ -77,6 +77,8 @@ struct Entry {
     serving: Option<Arc<Admitted>>,
     /// Why the current module could not be admitted, if it could not.
     error: Option<String>,
+    /// A file's revisions: how many modules of another digest it served, this one included.
+    revision: u64,
 }
 
 #[derive(Default, Clone)]
@@ -196,7 +198,16 @@ impl Registry {
         let entry = files.entry(file.to_path_buf()).or_default();
         entry.error = None;
         entry.mode = mode;
+        if entry.serving.as_ref().is_none_or(|a| a.policy.digest() != admitted.policy.digest()) {
+            entry.revision += 1;
+        }
         entry.serving.replace(admitted)
+    }
+
+    /// The revision `file` serves: 1 for its first module, one more for each module of
+    /// another digest since the operator started (0 before any).
+    pub fn file_revision(&self, file: &Path) -> u64 {
+        self.files.read().get(file).map_or(0, |e| e.revision)
     }
 
     /// Records why `file`'s current content was refused; whatever served keeps serving.

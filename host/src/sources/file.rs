@@ -174,9 +174,15 @@ pub async fn load(src: &Arc<Sources>, path: &Path, mode: PolicyMode) -> Result<O
         image::remember(src, reference, fetched);
     }
     src.ctx.metrics.policy_loaded(if fetched.is_some() { "registry" } else { "file" }, true);
+    // A default policy's revisions are said here, in the log and the metrics: there is no
+    // object of its own to keep them on.
+    let revision = src.ctx.registry.file_revision(path);
+    src.ctx.metrics.file_revision(&path.display().to_string(), revision);
     info!(
         policy = %admitted.policy.label(),
         kind = %kind_name(&kind),
+        revision,
+        digest = %admitted.policy.digest(),
         replaced = old.as_ref().map(|a| a.policy.label()).unwrap_or("none"),
         took = ?started.elapsed(),
         file = %path.display(),

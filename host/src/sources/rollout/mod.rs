@@ -384,7 +384,7 @@ pub fn is_ready(parent: &Object) -> bool {
 }
 
 /// Writes `key`'s lifecycle into its status: at once when `now`, else when it changed
-/// and [`WRITE_EVERY`] has passed.
+/// and `WRITE_EVERY` (5 s) has passed.
 pub async fn write(src: &Sources, key: &PolicyRef, now: bool) {
     let due = src
         .lifecycles
