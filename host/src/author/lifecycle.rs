@@ -61,7 +61,7 @@ pub async fn history(target: Target) -> anyhow::Result<ExitCode> {
 /// The revisions as a table, the serving one marked.
 pub fn table(revisions: &[Revision], serving: Option<i64>) -> String {
     let mut out = format!(
-        "{:<9} {:<8} {:<20} {:<32} {:<26} {}\n",
+        "{:<9} {:<8} {:<20} {:<32} {:<21} {}\n",
         "REVISION", "SERVING", "DIGEST", "SOURCE", "STARTED", "STOPPED"
     );
     for r in revisions {
@@ -84,7 +84,7 @@ pub fn table(revisions: &[Revision], serving: Option<i64>) -> String {
         };
         let digest: String = r.digest.chars().take(19).collect();
         out.push_str(&format!(
-            "{:<9} {:<8} {:<20} {:<32} {:<26} {}\n",
+            "{:<9} {:<8} {:<20} {:<32} {:<21} {}\n",
             r.revision,
             mark,
             digest,

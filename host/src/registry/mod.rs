@@ -139,6 +139,15 @@ impl Step {
     }
 }
 
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::Shadow => write!(f, "a shadow of the serving revision"),
+            Step::Share(p) => write!(f, "{p}% of the parents"),
+        }
+    }
+}
+
 /// Where `parent` falls among the parents, 0 to 9999: from its UID, so a parent keeps
 /// its place across decisions, replicas and restarts, and a growing share only adds
 /// parents.

@@ -34,7 +34,6 @@ use crate::kubernetes::cache::reflected;
 use crate::kubernetes::events::{Origin, event};
 use crate::registry::{Admitted, PolicyRef, ShadowSource};
 use crate::sandbox::Digest;
-use k8s_openapi::jiff::Timestamp;
 
 /// Why a ReconcilePolicy's reconcile failed (only API errors: a bad module is a
 /// reported outcome, not a failure to retry).
@@ -185,7 +184,7 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, src: Arc<Sources>) -> Result<Action
     let source = if rp.spec.image.is_some() { "registry" } else { "configmap" };
     let label = rollout::key_label(&key);
     match &outcome {
-        Outcome::Loaded { swapped: Some(admitted), rolled_back } => {
+        Outcome::Loaded { swapped: Some(admitted), rolled_back, .. } => {
             let policy = admitted.policy.label().to_string();
             src.ctx.metrics.policy_loaded(source, true);
             if rp.spec.mode == PolicyMode::Shadow {
@@ -219,7 +218,7 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, src: Arc<Sources>) -> Result<Action
             if let (Some(step), Some((at, steps))) = (step, progress) {
                 src.ctx.metrics.rollout_step(&label, at, rollout::share(step));
                 info!(policy = %admitted.policy.label(), rp = %key, ?step, requeued = n, "rollout started");
-                let note = format!("Rolling out {} in {steps} steps, at step {at} ({step:?})", admitted.policy.label());
+                let note = format!("Rolling out {} in {steps} steps; step {at}: {step}", admitted.policy.label());
                 publish(&src, &rp, EventType::Normal, "RolloutStarted", note);
             }
         }
@@ -305,7 +304,7 @@ async fn load(rp: &ReconcilePolicy, src: &Sources) -> Result<(Outcome, Option<Im
         (Err(refusal), image) => return Ok((refusal.into(), image)),
     };
     let same = |a: &Admitted| *a.policy.digest() == pin && a.resolved.reach == reach;
-    let now = Timestamp::now().to_string();
+    let now = super::history::now();
     // The module the spec pins serves already. A rollout under way stops: the spec is
     // back on the serving revision.
     if src.ctx.registry.serving(&key).is_some_and(|a| same(&a)) {
@@ -317,7 +316,7 @@ async fn load(rp: &ReconcilePolicy, src: &Sources) -> Result<(Outcome, Option<Im
             src.kinds.sync(&src.ctx).await;
             src.kinds.requeue(&c.parent_kind(), |p| src.ctx.registry.concerns(&key, p));
         }
-        return Ok((Outcome::Loaded { swapped: None, rolled_back: false }, image));
+        return Ok((Outcome::Loaded { swapped: None, rolled_back: false, from_store: module.from_store }, image));
     }
     // It is being rolled out: the plan may have changed.
     if src.ctx.registry.candidate(&key).is_some_and(|c| same(&c.admitted)) {
@@ -387,7 +386,7 @@ fn take_over(
             }
             t.rollout = None;
             src.ctx.registry.serve(key, admitted.clone());
-            return Outcome::Loaded { swapped: Some(admitted), rolled_back: rollback };
+            return Outcome::Loaded { swapped: Some(admitted), rolled_back: rollback, from_store: module.from_store };
         };
         // What this operator knows of the module's rollout comes before what the status said.
         let pinned = pin.to_string();

@@ -6,6 +6,11 @@
 use crate::crd::{ConfigMapKeyRef, Revision};
 use crate::sandbox::Digest;
 
+/// Now, as revisions and rollouts write times: RFC 3339 to the second.
+pub fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
 /// Revisions kept per ReconcilePolicy by default (`run --revision-history`).
 pub const DEFAULT_KEPT: u64 = 10;
 

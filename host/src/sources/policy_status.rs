@@ -19,6 +19,8 @@ pub enum Outcome {
     Loaded {
         swapped: Option<Arc<Admitted>>,
         rolled_back: bool,
+        /// Its source no longer holds it: it came from the operator's revision store.
+        from_store: bool,
     },
     /// The module the spec pins is being rolled out beside the serving revision
     /// (`spec.rollout`); the rollout started now, if it did.
@@ -76,7 +78,7 @@ pub fn next(
     }
     let serving_label = serving.map(|a| a.policy.label().to_string()).unwrap_or_else(|| "nothing".into());
     match outcome {
-        Outcome::Loaded { .. } => {
+        Outcome::Loaded { from_store, .. } => {
             let mut doing = match rp.spec.mode {
                 PolicyMode::Enforce => format!("serving {serving_label}"),
                 PolicyMode::Shadow => {
@@ -85,6 +87,8 @@ pub fn next(
             };
             if let Some(why) = next.image.as_ref().and_then(|i| i.unreachable.as_ref()) {
                 doing.push_str(&format!(", from the operator's cache: {why}"));
+            } else if *from_store {
+                doing.push_str(", from the operator's revision store: its source no longer holds it");
             }
             let ready = conditions::new("Ready", "True", "Loaded", &doing, generation);
             conditions::set(&mut next.conditions, &current.conditions, ready);

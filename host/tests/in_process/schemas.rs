@@ -1,38 +1,10 @@
 //! `policy test --schemas`, offline, as an author runs it: a decision that creates a
 //! Deployment with a misspelled field, and one that creates a PodSet its CRD's CEL rule
-//! refuses, fail their scenarios with the scenario, the action, the field's path and
-//! the rule named; the same decisions pass when nothing checks them.
+//! refuses (the scenarios of `policy-fixtures/scenarios/`), fail with the scenario, the
+//! action, the field's path and the rule named; the same decisions pass when nothing
+//! checks them.
 
 use podset_test_support as common;
-
-use std::path::Path;
-
-/// A scenario for `fixtures/generic-hostile.wasm`: a PodSet labelled with `attack`, and
-/// as expected actions exactly what the fixture decides for it.
-fn scenario(dir: &Path, attack: &str, expected: &str) -> std::path::PathBuf {
-    let text = format!(
-        r#"name: {attack}
-input:
-  parent:
-    kind: {{group: app.example.com, version: v1alpha1, kind: PodSet}}
-    meta: {{name: web, namespace: default, uid: u, generation: 1, resource_version: '1',
-           labels: [{{key: fixture.podset.dev/attack, value: {attack}}}], annotations: [],
-           created_at: 0, deleting: false, finalizers: []}}
-    body: {{spec: {{replicas: 1}}}}
-  children: []
-  related: []
-  looked_up: []
-  in_flight: {{creations: [], deletions: []}}
-  now: 0
-expect:
-  actions:
-  - !Create {expected}
-"#
-    );
-    let path = dir.join(format!("{attack}.yaml"));
-    std::fs::write(&path, text).expect("write the scenario");
-    path
-}
 
 /// `podset-host policy test ARGS…`, with no cluster at all.
 fn policy_test(args: &[&std::ffi::OsStr]) -> (bool, String) {
@@ -47,18 +19,9 @@ fn policy_test(args: &[&std::ffi::OsStr]) -> (bool, String) {
 
 #[test]
 fn policy_test_with_schemas_names_a_misspelled_field_and_a_broken_cel_rule() {
-    let dir = tempfile::tempdir().expect("tempdir");
     let module = common::policy_dir().join("fixtures/generic-hostile.wasm");
-    let misspelled = scenario(
-        dir.path(),
-        "misspelled-field",
-        r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},"spec":{"replicass":2,"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},"spec":{"containers":[{"name":"c","image":"busybox:1.35"}]}}}}"#,
-    );
-    let cel = scenario(
-        dir.path(),
-        "breaks-cel-rule",
-        r#"{"apiVersion":"app.example.com/v1alpha1","kind":"PodSet","metadata":{"name":"web-copy"},"spec":{"replicas":1,"template":{"spec":{"containers":[{"name":"c","image":"busybox:1.35"}],"volumes":[{"name":"host","hostPath":{"path":"/etc"}}]}}}}"#,
-    );
+    let scenarios = common::workspace().join("policy-fixtures/scenarios");
+    let (misspelled, cel) = (scenarios.join("misspelled-field.yaml"), scenarios.join("breaks-cel-rule.yaml"));
     let crds = common::workspace().join("manifests/crd");
     let (ok, out) = policy_test(&[
         module.as_os_str(),

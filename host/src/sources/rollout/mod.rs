@@ -22,7 +22,6 @@ pub use state::{Lifecycles, RolloutState, Tracked};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -116,7 +115,7 @@ async fn tick(src: &Arc<Sources>, key: &PolicyRef, rp: &Arc<ReconcilePolicy>) ->
             judge(r, step, &parents, shadow.as_ref(), paused, command.as_deref())
         })
         .unwrap_or(Transition::None);
-    let now = Timestamp::now().to_string();
+    let now = super::history::now();
     let label = key_label(key);
     match &transition {
         Transition::None => {}
@@ -156,9 +155,12 @@ async fn tick(src: &Arc<Sources>, key: &PolicyRef, rp: &Arc<ReconcilePolicy>) ->
         Transition::Aborted(failed) => {
             abort(src, key, &candidate, failed, &now).await;
             src.ctx.metrics.rollout_ended(&label, "aborted", Some(failed.gate));
-            let on =
-                if failed.objects.is_empty() { String::new() } else { format!(" on {}", failed.objects.join("; ")) };
-            warn!(rp = %key, gate = failed.gate, "rollout aborted{on}");
+            let on = match failed.objects.as_slice() {
+                [] => String::new(),
+                [one] => format!(" on {one}"),
+                [first, rest @ ..] => format!(" on {first} (and {} more: status.rollout.aborted)", rest.len()),
+            };
+            warn!(rp = %key, gate = failed.gate, objects = ?failed.objects, "rollout aborted");
             let note = format!("Gate {} failed{on}: every parent is back on the serving revision", failed.gate);
             publish(src, rp, EventType::Warning, "RolloutAborted", note);
         }
@@ -191,7 +193,7 @@ async fn take_command(src: &Arc<Sources>, key: &PolicyRef, rp: &ReconcilePolicy,
 
 /// An aborted rollout starts again from its first step, with the module it had.
 async fn retry(src: &Arc<Sources>, key: &PolicyRef) {
-    let now = Timestamp::now().to_string();
+    let now = super::history::now();
     let restarted = src
         .lifecycles
         .get(key, |t| {
@@ -302,10 +304,10 @@ async fn abort(src: &Arc<Sources>, key: &PolicyRef, candidate: &Arc<Admitted>, f
         t.history.stopped(candidate.policy.digest(), Stop::RolloutAborted, now);
         if let Some(r) = t.rollout.as_mut() {
             r.status.phase = RolloutPhase::Aborted;
-            let on =
-                if failed.objects.is_empty() { String::new() } else { format!(" on {}", failed.objects.join("; ")) };
-            r.status.message =
-                format!("aborted: gate {} failed{on}; the serving revision decides for every parent", failed.gate);
+            r.status.message = format!(
+                "aborted: gate {} failed at step {}; the serving revision decides for every parent",
+                failed.gate, r.status.step
+            );
             r.status.aborted = Some(RolloutAbort {
                 gate: failed.gate.to_string(),
                 step: r.status.step,
