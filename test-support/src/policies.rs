@@ -85,16 +85,32 @@ pub async fn publish_shadow(
         cm,
         module,
         selector,
-        Serving { mode: podset_host::crd::PolicyMode::Shadow, reach: None },
+        Serving { mode: podset_host::crd::PolicyMode::Shadow, ..Serving::default() },
     )
     .await;
 }
 
-/// How a published ReconcilePolicy serves: its mode and reach.
+/// [`publish_policy`] with `spec.rollout`: a new module takes over by the plan (a module
+/// not seen before, or an unchanged plan and module, as before).
+pub async fn publish_rolling(
+    client: &Client,
+    ns: &str,
+    rp: &str,
+    cm: &str,
+    module: &[u8],
+    selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    rollout: podset_host::crd::Rollout,
+) {
+    let serving = Serving { rollout: Some(rollout), ..Serving::default() };
+    publish_in_mode(client, ns, rp, cm, module, selector, serving).await;
+}
+
+/// How a published ReconcilePolicy serves: its mode, reach and rollout plan.
 #[derive(Default)]
 struct Serving {
     mode: podset_host::crd::PolicyMode,
     reach: Option<podset_host::crd::Reach>,
+    rollout: Option<podset_host::crd::Rollout>,
 }
 
 async fn publish_in_mode(
@@ -104,7 +120,7 @@ async fn publish_in_mode(
     cm: &str,
     module: &[u8],
     selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
-    Serving { mode, reach }: Serving,
+    Serving { mode, reach, rollout }: Serving,
 ) {
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::ConfigMap;
@@ -128,7 +144,7 @@ async fn publish_in_mode(
             image_pull_secrets: Vec::new(),
             registry_ca: None,
             reach,
-            rollout: None,
+            rollout,
         },
     );
     policy.metadata.namespace = Some(ns.into());

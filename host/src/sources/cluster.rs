@@ -486,7 +486,13 @@ async fn fetch(
         Ok(module) => return Ok((Ok(module), image)),
         Err(refusal) => refusal,
     };
-    let stored = match (&src.revisions, known) {
+    // Only a source that no longer has the module (gone, holding another one, out of
+    // reach) is stood in for; one that has it and fails verification is reported.
+    let gone = matches!(
+        refusal.reason.as_str(),
+        "ConfigMapNotFound" | "KeyNotFound" | "DigestMismatch" | "ImageNotFound" | "RegistryUnreachable"
+    );
+    let stored = match (&src.revisions, known && gone) {
         (Some(store), true) => store.get(&pin, &src.trust),
         _ => return Ok((Err(refusal), image)),
     };

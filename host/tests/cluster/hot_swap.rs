@@ -195,7 +195,10 @@ async fn reconcile_policies_swap_through_configmaps_side_by_side_with_the_defaul
         (failed && ready && st.loaded_digest == Some(digest(&canary))).then_some(())
     })
     .await;
-    let pin = serde_json::json!({ "spec": { "sha256": digest(&good) } });
+    // A pin the ConfigMap does not hold, of a module that never served this policy (one
+    // that did would come from the operator's revision store: a rollback).
+    let never = digest(&common::read_policy("fixtures/panic.wasm"));
+    let pin = serde_json::json!({ "spec": { "sha256": never } });
     rps(&c).patch("team", &PatchParams::default(), &Patch::Merge(&pin)).await.expect("repin");
     eventually("a digest mismatch to be refused", T, || async {
         let st = rps(&c).get("team").await.ok()?.status?;

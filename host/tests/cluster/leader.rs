@@ -302,3 +302,58 @@ fn last_write(
         .and_then(|t| humantime::parse_rfc3339(&bound).ok()?.duration_since(t).ok());
     (writes.len(), margin, late)
 }
+
+/// A rollout goes on from its step when its leader goes: the standby followed the step
+/// its leader wrote in `status.rollout`, takes over with the same parents on each
+/// revision, and carries on from there.
+#[tokio::test]
+async fn a_rollout_goes_on_from_its_step_after_a_leader_change() {
+    use podset_host::crd::{ReconcilePolicy, RolloutPhase};
+    let client = common::client().await;
+    common::require_sim_node(&client).await;
+    let ns = common::namespace(&client, "leader-rollout").await;
+    let a = replica(&ns, "rollout-a");
+    role(&a, "leader").await;
+    let b = replica(&ns, "rollout-b");
+    role(&b, "standby").await;
+    let mut env = Env {
+        podsets: Api::namespaced(client.clone(), &ns),
+        pods: Api::namespaced(client.clone(), &ns),
+        client,
+        ns,
+        op: a,
+    };
+    for i in 0..4 {
+        env.create(&format!("ps-{i}"), 1).await;
+    }
+    let plan = serde_json::from_value(serde_json::json!({ "steps": [
+        { "shadow": true, "duration": "1s" },
+        { "percent": 50, "duration": "1h" },
+        { "percent": 100, "duration": "1h" },
+    ]}))
+    .expect("a plan");
+    let module = common::read_policy("fixtures/canary.wasm");
+    common::publish_rolling(&env.client, &env.ns, "next", "next", &module, Some(Default::default()), plan).await;
+    let rps: Api<ReconcilePolicy> = Api::namespaced(env.client.clone(), &env.ns);
+    let rollout = || async { rps.get("next").await.ok()?.status?.rollout };
+    let at_two =
+        eventually("step 2", Duration::from_secs(60), || async { rollout().await.filter(|r| r.step == 2) }).await;
+
+    env.op.kill();
+    let took = role(&b, "leader").await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let after = rollout().await.expect("the rollout");
+    assert_eq!((after.step, after.phase), (2, RolloutPhase::Progressing), "{after:#?}");
+    assert_eq!(after.step_started, at_two.step_started, "the same step, its window from the same start");
+    // The new leader acts on it: a skip moves it on.
+    let (ok, out) =
+        common::kubectl(&["annotate", "reconcilepolicy", "next", "-n", &env.ns, "podset.dev/rollout-command=skip"]);
+    assert!(ok, "{out}");
+    eventually("step 3 under the new leader", Duration::from_secs(60), || async {
+        rollout().await.filter(|r| r.step == 3).map(drop)
+    })
+    .await;
+    println!("the standby took over in {took:?} and went on from step 2");
+    drop(b);
+    env.cleanup().await;
+}

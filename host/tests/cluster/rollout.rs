@@ -23,29 +23,17 @@ fn digest(module: &str) -> String {
     Digest::of(&read_policy(module)).to_string()
 }
 
-/// Puts `module` in ConfigMap `rp` (key `module.wasm`) and applies ReconcilePolicy `rp`
-/// deciding every PodSet of the namespace, with `rollout` (JSON) when given.
+/// Puts `module` in ConfigMap `rp` and applies ReconcilePolicy `rp` deciding every PodSet
+/// of the namespace, with `rollout` (JSON) when given.
 async fn publish(env: &Env, rp: &str, module: &str, rollout: Option<Value>) {
-    use k8s_openapi::ByteString;
-    use k8s_openapi::api::core::v1::ConfigMap;
-    let pp = PatchParams::apply("rollout-tests").force();
-    let cm = ConfigMap {
-        metadata: kube::api::ObjectMeta { name: Some(rp.into()), ..Default::default() },
-        binary_data: Some([("module.wasm".to_string(), ByteString(read_policy(module)))].into()),
-        ..Default::default()
-    };
-    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
-    cms.patch(rp, &pp, &Patch::Apply(&cm)).await.expect("apply ConfigMap");
-    let mut spec = json!({
-        "configMapRef": { "name": rp, "key": "module.wasm" },
-        "sha256": digest(module),
-        "selector": {},
-    });
-    if let Some(rollout) = rollout {
-        spec["rollout"] = rollout;
+    let selector = Some(Default::default());
+    match rollout {
+        Some(plan) => {
+            let plan = serde_json::from_value(plan).expect("a rollout plan");
+            common::publish_rolling(&env.client, &env.ns, rp, rp, &read_policy(module), selector, plan).await
+        }
+        None => common::publish_policy(&env.client, &env.ns, rp, rp, &read_policy(module), selector).await,
     }
-    let policy = json!({ "apiVersion": "podset.dev/v1alpha1", "kind": "ReconcilePolicy", "metadata": { "name": rp }, "spec": spec });
-    rps(env).patch(rp, &pp, &Patch::Apply(&policy)).await.expect("apply ReconcilePolicy");
 }
 
 fn rps(env: &Env) -> Api<ReconcilePolicy> {
