@@ -139,7 +139,8 @@ impl Peer {
                 // The security context the operator gives a PodSet's pods, which the
                 // namespace's restricted Pod Security admission requires of these too.
                 if let Some(spec) = template.get_mut("spec") {
-                    podset_host::reconcile::restrict::pod_spec("spec", spec).expect("the template is restricted");
+                    podset_host::reconcile::restrict::pod_spec("spec", spec, Default::default())
+                        .expect("the template is restricted");
                 }
                 json!({
                     "apiVersion": "apps/v1", "kind": "ReplicaSet",

@@ -70,10 +70,11 @@ struct RunArgs {
     /// compare. One per kind; changes are picked up live.
     #[arg(long = "shadow", env = "SHADOW_FILE", value_name = "FILE", value_delimiter = ',')]
     shadows: Vec<PathBuf>,
-    /// A YAML file granting one file policy more than its parent's namespace:
-    /// `policy: NAME` (the name its module declares) and `reach:` with `clusterKinds`
-    /// (cluster-scoped kinds it may own) and `namespaces` (`names`, `selector`,
-    /// `owned`); docs/reference/enforced.md says what each allows.
+    /// A YAML file granting one file policy more than its parent's namespace, or less
+    /// than the restricted profile: `policy: NAME` (the name its module declares) and
+    /// `reach:` with `clusterKinds` (cluster-scoped kinds it may own), `namespaces`
+    /// (`names`, `selector`, `owned`) and `podSecurity` (`Restricted`, the default, or
+    /// `Baseline`); docs/reference/enforced.md says what each allows.
     #[arg(long = "reach", env = "REACH_FILE", value_name = "FILE", value_delimiter = ',')]
     reaches: Vec<PathBuf>,
     /// The namespace whose ReconcilePolicies may carry `spec.reach` (the same grant as

@@ -186,6 +186,36 @@ mod reconcile_world {
                 Some("privileged-template") => vec![Action::Apply(format!(
                     r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"}},"spec":{{"replicas":1,"selector":{{"matchLabels":{{"app":"{name}"}}}},"template":{{"metadata":{{"labels":{{"app":"{name}"}}}},"spec":{{"containers":[{{"name":"c","image":"busybox:1.35","securityContext":{{"privileged":true}}}}]}}}}}}}}"#
                 ))],
+                // Pod templates the restricted profile forbids: the obvious (the host's
+                // network, a hostPath, seccomp off, an added capability, root, a privileged
+                // init container) and beyond (an unconfined AppArmor profile, an unsafe
+                // sysctl, an NFS volume, an SELinux type of the host's, a probe that
+                // reaches another host).
+                Some(
+                    attack @ ("host-network" | "host-path" | "seccomp-unconfined" | "added-capability" | "run-as-root"
+                    | "privileged-init" | "apparmor-unconfined" | "unsafe-sysctl" | "nfs-volume" | "selinux-spc-t"
+                    | "probe-host"),
+                ) => {
+                    let (pod, container) = match attack {
+                        "host-network" => (r#""hostNetwork":true,"#, ""),
+                        "host-path" => (r#""volumes":[{"name":"root","hostPath":{"path":"/"}}],"#, ""),
+                        "seccomp-unconfined" => ("", r#","securityContext":{"seccompProfile":{"type":"Unconfined"}}"#),
+                        "added-capability" => ("", r#","securityContext":{"capabilities":{"add":["SYS_ADMIN"]}}"#),
+                        "run-as-root" => ("", r#","securityContext":{"runAsUser":0}"#),
+                        "privileged-init" => (
+                            r#""initContainers":[{"name":"init","image":"busybox:1.35","securityContext":{"privileged":true}}],"#,
+                            "",
+                        ),
+                        "apparmor-unconfined" => ("", r#","securityContext":{"appArmorProfile":{"type":"Unconfined"}}"#),
+                        "unsafe-sysctl" => (r#""securityContext":{"sysctls":[{"name":"kernel.msgmax","value":"65536"}]},"#, ""),
+                        "nfs-volume" => (r#""volumes":[{"name":"share","nfs":{"server":"nfs.invalid","path":"/"}}],"#, ""),
+                        "selinux-spc-t" => ("", r#","securityContext":{"seLinuxOptions":{"type":"spc_t"}}"#),
+                        _ => ("", r#","livenessProbe":{"httpGet":{"host":"169.254.169.254","port":80}}"#),
+                    };
+                    vec![Action::Apply(format!(
+                        r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"}},"spec":{{"replicas":1,"selector":{{"matchLabels":{{"app":"{name}"}}}},"template":{{"metadata":{{"labels":{{"app":"{name}"}}}},"spec":{{{pod}"containers":[{{"name":"c","image":"busybox:1.35"{container}}}]}}}}}}}}"#
+                    ))]
+                }
                 // Owner references are the host's to set.
                 Some("owner-references") => vec![Action::Create(configmap(
                     r#","ownerReferences":[{"apiVersion":"v1","kind":"Namespace","name":"default","uid":"x","controller":true}]"#,

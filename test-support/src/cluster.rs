@@ -72,7 +72,8 @@ pub const RESTRICTED: [(&str, &str); 2] =
 /// `spec` (a pod spec) with the security context the operator gives its own pods, so
 /// that a pod a test creates by hand is admitted in a [`RESTRICTED`] namespace.
 pub fn restricted(mut spec: serde_json::Value) -> serde_json::Value {
-    podset_host::reconcile::restrict::pod_spec("spec", &mut spec).expect("a pod spec the restricted profile admits");
+    podset_host::reconcile::restrict::pod_spec("spec", &mut spec, Default::default())
+        .expect("a pod spec the restricted profile admits");
     spec
 }
 
@@ -83,11 +84,18 @@ pub fn restricted(mut spec: serde_json::Value) -> serde_json::Value {
 /// up to 2 minutes: right after an API server restart (the fault suite's) the controller
 /// manager's informers sat in client-go's backoff for ~70 s before they saw new namespaces.
 pub async fn namespace(client: &Client, prefix: &str) -> String {
+    namespace_labelled(client, prefix, &RESTRICTED).await
+}
+
+/// [`namespace`] with other labels: none, for a namespace where the operator's own
+/// checks are all that stands between a policy and its pods (most namespaces of most
+/// clusters carry no Pod Security labels).
+pub async fn namespace_labelled(client: &Client, prefix: &str, labels: &[(&str, &str)]) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let name = format!("{prefix}-{}-{:x}{}", std::process::id(), nanos, N.fetch_add(1, Ordering::Relaxed));
     let labels: serde_json::Map<String, serde_json::Value> =
-        RESTRICTED.iter().map(|(k, v)| (k.to_string(), serde_json::Value::from(*v))).collect();
+        labels.iter().map(|(k, v)| (k.to_string(), serde_json::Value::from(*v))).collect();
     let ns: Namespace = serde_json::from_value(serde_json::json!({ "metadata": { "name": name, "labels": labels } }))
         .expect("namespace");
     Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create namespace");

@@ -245,6 +245,26 @@ pub struct Reach {
     /// written.
     #[serde(default)]
     pub namespaces: NamespaceReach,
+    /// The Pod Security profile the host holds the policy's pods and pod templates to:
+    /// `Restricted` (the default) or `Baseline`, which allows running as root, any
+    /// volume type but hostPath, capabilities of the runtime's default set, and no
+    /// seccomp profile, and sets nothing the spec leaves unset.
+    #[serde(default, skip_serializing_if = "PodSecurity::is_restricted")]
+    pub pod_security: PodSecurity,
+}
+
+/// A Pod Security Standards level the host enforces on pods.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum PodSecurity {
+    #[default]
+    Restricted,
+    Baseline,
+}
+
+impl PodSecurity {
+    pub fn is_restricted(&self) -> bool {
+        *self == PodSecurity::Restricted
+    }
 }
 
 impl Reach {

@@ -371,7 +371,8 @@ fn child(object: Value, mode: Mode, parent: &Parent, resolved: &Resolved) -> Res
     } else {
         parent.mark.write(meta);
     }
-    restrict::object(&kind, &mut obj.data)
+    let own = obj.metadata.annotations.as_ref().map(|a| serde_json::to_value(a).unwrap_or_default());
+    restrict::with_annotations(&mut obj.data, own.as_ref(), resolved.reach.pod_security)
         .map_err(|weakening| Rejection::Weakened { child: key.to_string(), weakening })?;
     Ok(Child { resource: Arc::new(resource.clone()), object: obj })
 }
@@ -444,8 +445,8 @@ fn patch(object: Value, observed: &Observed, resolved: &Resolved) -> Result<Opti
     for k in meta.annotations.iter().flatten().map(|(k, _)| k) {
         syntax("annotation key", k, qualified_name(k))?;
     }
-    if let Some(field) = restrict::pod_spec_paths(&kind).iter().find(|p| obj.data.pointer(&pointer(p)).is_some()) {
-        return Err(Rejection::PatchesPodSpec { key: Box::new(key), field: field.join(".") });
+    if let Some(at) = restrict::pods_in(&obj.data).first() {
+        return Err(Rejection::PatchesPodSpec { key: Box::new(key), field: restrict::PodAt::dotted(&at.spec) });
     }
     let seen = observed
         .looked_up
@@ -461,10 +462,6 @@ fn patch(object: Value, observed: &Observed, resolved: &Resolved) -> Result<Opti
         return Ok(None);
     }
     Ok(Some(Child { resource: seen.resource.clone(), object: obj }))
-}
-
-fn pointer(path: &[&str]) -> String {
-    path.iter().map(|k| format!("/{k}")).collect()
 }
 
 /// Where a child goes: a cluster-scoped kind nowhere; a namespaced parent's child in the
@@ -798,6 +795,7 @@ mod tests {
                         owned,
                         ..NamespaceReach::default()
                     },
+                    ..Reach::default()
                 },
                 namespace_labels: None,
             }
@@ -902,6 +900,7 @@ mod tests {
             r.reach = Reach {
                 cluster_kinds: vec![GroupKind { group: String::new(), kind: "Namespace".into() }],
                 namespaces: NamespaceReach { names: vec!["shared".into()], ..NamespaceReach::default() },
+                ..Reach::default()
             };
             r
         }

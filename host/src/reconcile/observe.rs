@@ -36,6 +36,8 @@ pub struct Observed {
     pub in_flight: InFlight,
     /// Milliseconds since the Unix epoch.
     pub now: i64,
+    /// The Pod Security level the deciding policy's pods are held to (its reach).
+    pub pod_security: crate::crd::PodSecurity,
 }
 
 impl Observed {
@@ -158,6 +160,7 @@ pub fn gather(
         answerer,
         in_flight,
         now: now_millis(),
+        pod_security: resolved.reach.pod_security,
     }
 }
 
@@ -234,6 +237,7 @@ pub mod fixtures {
             answerer: Default::default(),
             in_flight: InFlight::default(),
             now: 1_700_000_000_000,
+            pod_security: Default::default(),
         }
     }
 

@@ -58,6 +58,7 @@ async fn hostile_generic_actions_are_refused_before_any_api_call() {
         ("undeclared-kind", "Secret is not a kind this policy declared"),
         ("foreign-child", "not-mine is not a child this parent controls"),
         ("privileged-template", "privileged"),
+        ("probe-host", "probe or lifecycle host"),
         ("owner-references", "ownerReferences is set by the host"),
         ("lookup-elsewhere", "a namespaced parent reads its own namespace"),
         ("lookups-unstable", "5 calls in one reconcile and the last still named lookups it had no answer to"),
@@ -190,5 +191,99 @@ async fn waves_are_written_in_order_and_torn_down_in_reverse_after_their_policy_
     .await;
     assert_eq!(notes[0], "deleting wave 1: ConfigMap waved-second");
     assert!(notes[1].starts_with("deleting wave 0:") && notes[1].contains("ConfigMap waved-first"), "{notes:?}");
+    env.cleanup().await;
+}
+
+/// The restricted profile, held by the operator alone: in a namespace without Pod
+/// Security labels (where the API server admits anything), a hostile policy's pod
+/// templates are refused, naming the field and the check: the obvious ones (privileged,
+/// the host's network, hostPath, seccomp off, an added capability, root, a privileged
+/// init container) and those it got past the operator before (an unconfined AppArmor
+/// profile, an unsafe sysctl, an NFS volume, SELinux type spc_t); nothing is written and
+/// no pod runs. An administrator's grant relaxes one policy to baseline, which lets the
+/// NFS volume through and still refuses the rest.
+#[tokio::test]
+async fn the_whole_restricted_profile_holds_where_no_pod_security_label_does() {
+    let client = common::client().await;
+    let ns = common::namespace_labelled(&client, "unlabelled", &[]).await;
+    let podsets: Api<PodSet> = Api::namespaced(client.clone(), &ns);
+    let (ns_arg, reach_arg) = (ns.clone(), ns.clone());
+    let op = common::Operator::spawn_with_args(
+        &ns_arg,
+        &[&common::policy_dir().join("podset.wasm")],
+        &common::kubeconfig_path(),
+        &["--reach-namespace", &reach_arg],
+    );
+    op.ready().await;
+    let env = Env {
+        client: client.clone(),
+        ns: ns.clone(),
+        podsets: podsets.clone(),
+        pods: Api::namespaced(client.clone(), &ns),
+        op,
+    };
+    let hostile = common::read_policy("fixtures/generic-hostile.wasm");
+    common::publish_policy(&client, &ns, "hostile", "hostile-module", &hostile, Some(attackers())).await;
+    let rps: Api<ReconcilePolicy> = Api::namespaced(client.clone(), &ns);
+    eventually("the hostile policy to load", T, || async {
+        rps.get("hostile").await.ok()?.status?.loaded_digest.map(|_| ())
+    })
+    .await;
+    let cases = [
+        ("privileged-template", "containers[0].securityContext.privileged", "privileged"),
+        ("host-network", "hostNetwork", "hostNamespaces"),
+        ("host-path", "volumes[0].hostPath", "restrictedVolumes"),
+        ("seccomp-unconfined", "securityContext.seccompProfile.type", "seccompProfile_restricted"),
+        ("added-capability", "securityContext.capabilities.add", "capabilities_restricted"),
+        ("run-as-root", "securityContext.runAsUser", "runAsUser"),
+        ("privileged-init", "initContainers[0].securityContext.privileged", "privileged"),
+        ("probe-host", "livenessProbe.httpGet.host", "hostProbesAndHostLifecycle"),
+        ("apparmor-unconfined", "securityContext.appArmorProfile.type", "appArmorProfile"),
+        ("unsafe-sysctl", "securityContext.sysctls[0].name", "sysctls"),
+        ("nfs-volume", "volumes[0].nfs", "restrictedVolumes"),
+        ("selinux-spc-t", "securityContext.seLinuxOptions.type", "seLinuxOptions"),
+    ];
+    for (attack, _, _) in &cases {
+        podsets.create(&PostParams::default(), &podset(attack, attack)).await.expect("create");
+    }
+    for (attack, field, check) in cases {
+        let message = refusal(&env, attack).await;
+        assert!(message.contains("spec.template.spec.") && message.contains(field), "{attack}: {message}");
+        assert!(message.contains(&format!("check {check}")), "{attack}: {message}");
+        println!("{attack}: {message}");
+    }
+    assert_eq!(env.op.sum("podset_api_writes_total", "resource=\"deployments\"").await, 0.0, "no Deployment written");
+    assert!(env.pods.list(&Default::default()).await.expect("list").items.is_empty(), "no pod in the namespace");
+
+    // Relaxed to baseline by the administrator's grant (this namespace is the operator's
+    // --reach-namespace): the NFS volume is allowed, an unconfined AppArmor profile is not.
+    let mut relaxed = common::podset("relaxed-nfs", 1);
+    relaxed.metadata.labels =
+        Some([("track".to_string(), "baseline".to_string()), (ATTACK.to_string(), "nfs-volume".to_string())].into());
+    let mut still = common::podset("relaxed-apparmor", 1);
+    still.metadata.labels = Some(
+        [("track".to_string(), "baseline".to_string()), (ATTACK.to_string(), "apparmor-unconfined".to_string())].into(),
+    );
+    let baseline = LabelSelector {
+        match_labels: Some([("track".to_string(), "baseline".to_string())].into()),
+        ..Default::default()
+    };
+    let reach = podset_host::crd::Reach { pod_security: podset_host::crd::PodSecurity::Baseline, ..Default::default() };
+    common::publish_reaching(&client, &ns, "a-baseline", "baseline-module", &hostile, Some(baseline), reach).await;
+    eventually("the baseline policy to load", T, || async {
+        rps.get("a-baseline").await.ok()?.status?.loaded_digest.map(|_| ())
+    })
+    .await;
+    podsets.create(&PostParams::default(), &relaxed).await.expect("create");
+    podsets.create(&PostParams::default(), &still).await.expect("create");
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
+    let nfs =
+        eventually("the NFS Deployment under baseline", T, || async { deployments.get("relaxed-nfs").await.ok() })
+            .await;
+    let spec = nfs.spec.and_then(|s| s.template.spec).expect("pod spec");
+    assert!(spec.volumes.unwrap_or_default().iter().any(|v| v.nfs.is_some()));
+    assert!(spec.security_context.and_then(|s| s.run_as_non_root).is_none(), "baseline sets nothing");
+    let message = refusal(&env, "relaxed-apparmor").await;
+    assert!(message.contains("check appArmorProfile"), "{message}");
     env.cleanup().await;
 }

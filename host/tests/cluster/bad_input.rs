@@ -115,9 +115,9 @@ async fn templates_the_api_server_or_the_profile_refuse_end_in_a_condition_and_n
     let (reason, message) = host_condition(&env, "caps", "PolicyFailed").await;
     assert_eq!(reason, "InvalidTemplate");
     assert!(message.contains("capabilities.add") && message.contains("restricted"), "{message}");
-    // An NFS volume: neither the CRD nor the operator's profile looks at volume types,
-    // the namespace's Pod Security admission (enforce=restricted) refuses the pod, and
-    // the PodSet says why.
+    // An NFS volume: the CRD's schema takes it (its rules look at hostPath only); the
+    // operator's restricted profile, the whole of Pod Security's, refuses it before any
+    // pod is asked for.
     let nfs = template(
         busybox(json!({})),
         json!({ "volumes": [{ "name": "share", "nfs": { "server": "nfs.invalid", "path": "/" } }] }),
@@ -126,10 +126,12 @@ async fn templates_the_api_server_or_the_profile_refuse_end_in_a_condition_and_n
         .create(&PostParams::default(), &podset_json("nfs", json!({ "replicas": 2, "template": nfs }), json!({})))
         .await
         .expect("accepted");
-    let (reason, message) = host_condition(&env, "nfs", "ReconcileFailed").await;
-    assert_eq!(reason, "FailedCreate");
+    let (reason, message) = host_condition(&env, "nfs", "PolicyFailed").await;
+    assert_eq!(reason, "InvalidTemplate");
     assert!(
-        message.contains("violates PodSecurity \"restricted:latest\"") && message.contains("restricted volume types"),
+        message.contains("spec.volumes[0].nfs")
+            && message.contains(r#"volume "share" uses restricted volume type "nfs""#)
+            && message.contains("check restrictedVolumes"),
         "{message}"
     );
     // A container name the API server refuses: the pod create fails, the PodSet says so.

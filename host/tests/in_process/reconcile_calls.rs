@@ -154,6 +154,7 @@ impl Rig {
             answerer: Default::default(),
             in_flight: InFlight::default(),
             now: 1_700_000_000_000,
+            pod_security: Default::default(),
         };
         act(&self.ctx, &self.admitted, observed).await.expect("reconcile");
         self.seen.lock().expect("log").iter().filter(|s| s.path != EVENTS).cloned().collect()

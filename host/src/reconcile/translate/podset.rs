@@ -118,7 +118,7 @@ pub fn plan(actions: Vec<Action>, observed: &Observed) -> Result<Plan, Rejection
         && let Some(spec) = view.spec.template.as_ref().and_then(|t| t.spec.as_ref())
     {
         let mut spec = serde_json::to_value(spec).unwrap_or(Value::Null);
-        crate::reconcile::restrict::pod_spec("spec.template.spec", &mut spec)
+        crate::reconcile::restrict::pod_spec("spec.template.spec", &mut spec, observed.pod_security)
             .map_err(|weakening| Rejection::InvalidTemplate { weakening })?;
     }
     for action in actions {
