@@ -3,7 +3,6 @@
 //! precondition, the policy's Events, the status (with the digest that decided) when
 //! it changed, and the finalizer's removal when the policy is done.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -16,6 +15,7 @@ use serde_json::json;
 use super::keys::ChildKey;
 use super::observe::Observed;
 use super::plan::{Checked, Child, Doomed, Note};
+use super::slots;
 use super::status::{self, Ended, Outcome};
 use super::waves::{self, Teardown};
 use crate::conditions::WAITING_FOR_WAVE;
@@ -42,10 +42,13 @@ pub async fn execute(
     ctx: &Context,
     observed: &Observed,
     admitted: &Admitted,
-    checked: Checked,
+    mut checked: Checked,
     requeue: Duration,
 ) -> Result<Duration> {
     let parent = &observed.parent;
+    // Named by the host, alike on every replica: a create delivered late meets its twin.
+    let taken = observed.children.iter().map(|c| c.key()).chain(observed.in_flight.creations.iter().cloned());
+    slots::name_by_slot(&mut checked.creates, parent.uid().as_deref().unwrap_or_default(), taken);
     let parent_api: Api<Object> = api_for(&ctx.client, &observed.parent_resource, parent.namespace().as_deref());
     let manager = admitted.field_manager();
     let act = Act { ctx, observed, manager: &manager };
@@ -267,34 +270,18 @@ impl Act<'_> {
     async fn create_batches(&self, creates: &[&Child]) -> Result<()> {
         let mut batch = 1;
         let mut rest = creates;
-        let mut made = HashSet::new();
         while !rest.is_empty() {
             let (now, later) = rest.split_at(batch.min(rest.len()));
             let results = join_all(now.iter().map(|c| self.create(c))).await;
             let mut failed = None;
-            let mut unanswered = Vec::new();
             for (child, result) in now.iter().zip(results) {
-                match result {
-                    Ok(key) => {
-                        made.insert(key);
+                if let Err(e) = result {
+                    // Made or not: in flight until the cache shows it or lists without it.
+                    // Asked for again meanwhile, it would meet itself (AlreadyExists).
+                    if e.answer_lost() {
+                        self.ctx.expectations.expect_creation(&self.observed.parent_ref(), child.key());
                     }
-                    Err(e) => {
-                        // A named child cannot be made twice (AlreadyExists); one named by
-                        // the server can, under a name never learnt.
-                        let meta = &child.object.metadata;
-                        if let (true, None, Some(prefix)) = (e.answer_lost(), &meta.name, &meta.generate_name) {
-                            unanswered.push(ChildKey { name: prefix.clone(), ..child.key() });
-                        }
-                        failed.get_or_insert(e);
-                    }
-                }
-            }
-            // After the whole batch: its siblings' names are known, so none of them can
-            // be taken for the child an unanswered create may have made.
-            if !unanswered.is_empty() {
-                let known = self.known_children(&made);
-                for asked in unanswered {
-                    self.ctx.expectations.expect_unanswered_creation(&self.observed.parent_ref(), asked, known.clone());
+                    failed.get_or_insert(e);
                 }
             }
             if let Some(e) = failed {
@@ -304,14 +291,6 @@ impl Act<'_> {
             batch *= 2;
         }
         Ok(())
-    }
-
-    /// Every child the parent has (observed), has asked for (in flight) or made in this
-    /// reconcile (`made`).
-    fn known_children(&self, made: &HashSet<ChildKey>) -> HashSet<ChildKey> {
-        let observed = self.observed.children.iter().map(|c| c.key());
-        let asked = self.observed.in_flight.creations.iter().cloned();
-        observed.chain(asked).chain(made.iter().cloned()).collect()
     }
 
     /// Creates `child`; returns the key of what the API server made.

@@ -2,18 +2,17 @@
 //! and not yet seen in its caches. Without them, a burst of reconciles reading a stale
 //! cache would create (or delete) the same children again.
 //!
-//! Unlike the ReplicaSet controller's counters, entries are child names: the API
-//! server returns the generated name on create, and a name lets the child watch
-//! settle exactly the right entry. A create whose answer never came (a timeout, a cut
-//! connection) is the exception: the server may have made the child under a generated
-//! name the operator never learnt. As the ReplicaSet controller does for a timeout, it
-//! stays in flight, under its `generateName` prefix, until a child with that prefix and
-//! a name the parent did not have appears (or [`TTL`]). Seen in the fault suite with its
-//! tests side by side (2026-11-27): without it, a reconcile woken by a sibling's watch
-//! event 14 ms after the lost answer, before the cache showed that child, created it
-//! again (6 pods for 5).
+//! Unlike the ReplicaSet controller's counters, entries are child names: every child the
+//! host creates has its name before it is sent (a policy's prefix is named by the host,
+//! [`super::slots`]), and a name lets the child watch settle exactly the right entry. A
+//! create whose answer never came (a timeout, a cut connection) is in flight too: the
+//! server may have made it. Each entry is settled by the cache showing the child, or by
+//! a list of its kind that started after it (every write the API server had made by then
+//! is in it; seen: a create cut by an API server restart waited the whole [`TTL`] for a
+//! child that never was, in the fault suite, 2026-11-27). Were a create asked again too
+//! early, it would meet its twin by name.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -43,57 +42,16 @@ pub struct Expectations {
 struct Pending {
     creations: HashMap<ChildKey, Instant>,
     deletions: HashMap<ChildKey, Instant>,
-    unanswered: Vec<Unanswered>,
-}
-
-/// A create of a child named by a `generateName` prefix whose answer never came.
-struct Unanswered {
-    /// The key asked for: its name is the prefix.
-    asked: ChildKey,
-    /// Every child the parent had, or had asked for, when the answer was lost: none of
-    /// them is the one it may have made.
-    known: HashSet<ChildKey>,
-    at: Instant,
-}
-
-impl Unanswered {
-    /// Whether `key` may be the child this create made: its kind and namespace, a
-    /// name with the prefix, not one the parent had.
-    fn may_be(&self, key: &ChildKey) -> bool {
-        key.api_version == self.asked.api_version
-            && key.kind == self.asked.kind
-            && key.namespace == self.asked.namespace
-            && key.name.starts_with(&self.asked.name)
-            && !self.known.contains(key)
-    }
 }
 
 impl Pending {
     fn expire(&mut self, now: Instant) {
         self.creations.retain(|_, at| now.duration_since(*at) < TTL);
         self.deletions.retain(|_, at| now.duration_since(*at) < TTL);
-        self.unanswered.retain(|u| now.duration_since(u.at) < TTL);
     }
 
     fn is_empty(&self) -> bool {
-        self.creations.is_empty() && self.deletions.is_empty() && self.unanswered.is_empty()
-    }
-
-    /// Settles each unanswered create against the children `shown`: a child that may
-    /// be its own settles it, and is known to the others from then on (a later call must
-    /// not count it again).
-    fn settle_unanswered<'a>(&mut self, shown: impl Iterator<Item = &'a ChildKey> + Clone) {
-        let mut claimed: Vec<&ChildKey> = Vec::new();
-        self.unanswered.retain(|u| match shown.clone().find(|k| u.may_be(k) && !claimed.contains(k)) {
-            Some(made) => {
-                claimed.push(made);
-                false
-            }
-            None => true,
-        });
-        for u in &mut self.unanswered {
-            u.known.extend(claimed.iter().map(|k| (*k).clone()));
-        }
+        self.creations.is_empty() && self.deletions.is_empty()
     }
 }
 
@@ -128,14 +86,6 @@ impl Expectations {
         self.entries.lock().entry(parent.clone()).or_default().deletions.insert(child, Instant::now());
     }
 
-    /// A create of a child named by the prefix `asked.name` (`generateName`) whose
-    /// answer never came: in flight until a child with that prefix appears that is none
-    /// of the `known` ones (every child the parent has or has asked for).
-    pub fn expect_unanswered_creation(&self, parent: &ParentRef, asked: ChildKey, known: HashSet<ChildKey>) {
-        let unanswered = Unanswered { asked, known, at: Instant::now() };
-        self.entries.lock().entry(parent.clone()).or_default().unanswered.push(unanswered);
-    }
-
     /// A watch event for `child` of `parent`: any event settles its creation; a
     /// deletion is settled once the child terminates or is gone.
     pub fn observe(&self, parent: &ParentRef, child: &ChildKey, seen: Seen) {
@@ -152,14 +102,9 @@ impl Expectations {
 
     /// What is still in flight for `parent`, after settling every entry the cache
     /// already shows. `read` reads the parent's children from the cache, each with what
-    /// it shows of it, while the expectations are held (see `observe::gather`). An
-    /// unanswered create is in `creations` under the key it asked for, its name the
-    /// `generateName` prefix.
-    ///
-    /// `listed` tells when the cache of a child's kind last listed: an unanswered create
-    /// is settled by a list that started after it (every write the API server had made
-    /// by then is in it; seen: a create cut by an API server restart waited the whole
-    /// TTL for a child that never was, in the fault suite, 2026-11-27).
+    /// it shows of it, while the expectations are held (see `observe::gather`).
+    /// `listed` tells when the cache of a child's kind last listed: a create is settled
+    /// by a list that started after it.
     pub fn in_flight(
         &self,
         parent: &ParentRef,
@@ -171,12 +116,9 @@ impl Expectations {
         let Some(p) = entries.get_mut(parent) else { return InFlight::default() };
         let seen = |child: &ChildKey| shown.get(child).copied().unwrap_or(Seen::Absent);
         p.expire(Instant::now());
-        p.creations.retain(|child, _| seen(child) == Seen::Absent);
+        p.creations.retain(|child, at| seen(child) == Seen::Absent && listed(child).is_none_or(|l| l <= *at));
         p.deletions.retain(|child, _| seen(child) == Seen::Present);
-        p.settle_unanswered(shown.keys());
-        p.unanswered.retain(|u| listed(&u.asked).is_none_or(|at| at <= u.at));
-        let mut creations: Vec<ChildKey> =
-            p.creations.keys().chain(p.unanswered.iter().map(|u| &u.asked)).cloned().collect();
+        let mut creations: Vec<ChildKey> = p.creations.keys().cloned().collect();
         let mut deletions: Vec<ChildKey> = p.deletions.keys().cloned().collect();
         creations.sort();
         deletions.sort();
@@ -188,7 +130,7 @@ impl Expectations {
 
     /// How many entries are pending for `parent` (for tests and diagnostics).
     pub fn pending(&self, parent: &ParentRef) -> usize {
-        self.entries.lock().get(parent).map_or(0, |p| p.creations.len() + p.deletions.len() + p.unanswered.len())
+        self.entries.lock().get(parent).map_or(0, |p| p.creations.len() + p.deletions.len())
     }
 
     /// Forget everything about a parent that is gone.
@@ -220,12 +162,6 @@ mod tests {
     fn shows(pods: &[(&str, Seen)]) -> impl FnOnce() -> Vec<(ChildKey, Seen)> {
         let pods: Vec<(ChildKey, Seen)> = pods.iter().map(|(name, seen)| (pod(name), *seen)).collect();
         move || pods
-    }
-
-    /// A cache showing these children, none terminating.
-    fn showing(keys: &[ChildKey]) -> impl FnOnce() -> Vec<(ChildKey, Seen)> {
-        let keys: Vec<(ChildKey, Seen)> = keys.iter().map(|k| (k.clone(), Seen::Present)).collect();
-        move || keys
     }
 
     #[test]
@@ -277,32 +213,6 @@ mod tests {
     }
 
     #[test]
-    fn an_unanswered_create_stays_in_flight_until_a_new_child_with_its_prefix_appears() {
-        let e = Expectations::default();
-        let had: HashSet<ChildKey> = [pod("web-a"), pod("web-b")].into();
-        e.expect_unanswered_creation(&parent("web"), pod("web-"), had.clone());
-        e.expect_unanswered_creation(&parent("web"), pod("web-"), had);
-        // The children it had, and one of another prefix, settle nothing.
-        let shown = [pod("web-a"), pod("web-b"), pod("api-x")];
-        assert_eq!(e.in_flight(&parent("web"), showing(&shown), never).creations, vec![pod("web-"), pod("web-")]);
-        // One new child settles one of the two, and is not counted again by the other.
-        let shown = [pod("web-a"), pod("web-b"), pod("web-c")];
-        assert_eq!(e.in_flight(&parent("web"), showing(&shown), never).creations, vec![pod("web-")]);
-        assert_eq!(e.in_flight(&parent("web"), showing(&shown), never).creations, vec![pod("web-")]);
-        let shown = [pod("web-a"), pod("web-b"), pod("web-c"), pod("web-d")];
-        assert_eq!(e.in_flight(&parent("web"), showing(&shown), never), InFlight::default());
-        assert_eq!(e.pending(&parent("web")), 0);
-    }
-
-    #[test]
-    fn an_unanswered_create_of_another_kind_or_namespace_is_not_settled() {
-        let e = Expectations::default();
-        e.expect_unanswered_creation(&parent("web"), pod("web-"), HashSet::new());
-        let shown = [ChildKey::of("v1", "ConfigMap", "ns", "web-c"), ChildKey::of("v1", "Pod", "other", "web-c")];
-        assert_eq!(e.in_flight(&parent("web"), showing(&shown), never).creations, vec![pod("web-")]);
-    }
-
-    #[test]
     fn a_watch_event_waits_while_the_cache_is_read() {
         let e = std::sync::Arc::new(Expectations::default());
         e.expect_creation(&parent("web"), pod("web-a"));
@@ -327,12 +237,12 @@ mod tests {
     }
 
     #[test]
-    fn an_unanswered_create_is_settled_by_a_list_that_started_after_it() {
+    fn a_create_is_settled_by_a_list_that_started_after_it() {
         let e = Expectations::default();
         let before = Instant::now();
-        e.expect_unanswered_creation(&parent("web"), pod("web-"), HashSet::new());
+        e.expect_creation(&parent("web"), pod("web-a"));
         let listed_before = |_: &ChildKey| Some(before);
-        assert_eq!(e.in_flight(&parent("web"), shows(&[]), listed_before).creations, vec![pod("web-")]);
+        assert_eq!(e.in_flight(&parent("web"), shows(&[]), listed_before).creations, vec![pod("web-a")]);
         let listed_after = |_: &ChildKey| Some(Instant::now());
         assert_eq!(e.in_flight(&parent("web"), shows(&[]), listed_after), InFlight::default());
     }

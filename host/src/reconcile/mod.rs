@@ -32,6 +32,7 @@ pub mod readiness;
 pub mod record;
 pub mod restrict;
 pub mod shadow;
+pub mod slots;
 pub mod snapshot;
 pub mod status;
 pub mod syntax;

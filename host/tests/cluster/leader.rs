@@ -265,6 +265,60 @@ async fn a_leader_cut_off_from_the_api_server_writes_nothing_after_its_deadline(
     m.env.cleanup().await;
 }
 
+/// A leader whose path to the API server holds what it sends and delivers it late: the
+/// proxy stops forwarding mid slow-start (its creates were handed over before its
+/// deadline, so the fence let them go), the standby takes over and makes the PodSet's 10
+/// pods, then the path delivers everything it held. The held creates name the slots the
+/// new leader filled (the host names children, alike on every replica), so they fail
+/// with AlreadyExists instead of adding pods: never more than 10 active pods in the audit
+/// log, and no pod create of the old leader succeeded after its deadline bound. (With
+/// names the API server generated: 11 of 10 in 2 of 3 runs, 2026-11-26.)
+#[tokio::test]
+async fn a_leader_whose_path_delivers_its_creates_late_adds_no_pod() {
+    let upstream: std::net::SocketAddr = common::api_server_url()
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("the test API server listens on an address");
+    let proxy = common::proxy::Proxy::start(upstream).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("via-proxy.kubeconfig");
+    let token = common::cluster_env("APISERVER_TOKEN").expect("the cluster's env names its APISERVER_TOKEN");
+    common::write_kubeconfig(&kubeconfig, &format!("https://{}", proxy.addr), &token);
+    let m = mid_reconcile("stalled", Some(&kubeconfig)).await;
+    proxy.hold();
+    let held = SystemTime::now();
+    let took_over = role(&m.standby, "leader").await;
+    m.env.converged("web", 10).await;
+    // Delivered late, not dropped: the held requests reach the API server now.
+    proxy.release();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let entries = m.audit.since(&m.mark);
+    let bound = humantime::format_rfc3339_micros(held + LEASE_DURATION - Duration::from_secs(1)).to_string();
+    let agent = format!("({})", m.identity);
+    let old_creates: Vec<&common::audit::Entry> = entries
+        .iter()
+        .filter(|e| e.user_agent.contains(&agent) && e.verb == "create" && e.is("pods", &m.env.ns))
+        .collect();
+    assert!(old_creates.iter().any(|e| e.succeeded()), "{} created pods before its path held", m.identity);
+    let late: Vec<&&common::audit::Entry> = old_creates.iter().filter(|e| e.stage_timestamp > bound).collect();
+    let late_made: Vec<String> = late
+        .iter()
+        .filter(|e| e.succeeded())
+        .map(|e| format!("{:?} at {}", e.object_ref.name, e.stage_timestamp))
+        .collect();
+    assert!(late_made.is_empty(), "pod creates of {} succeeded after its deadline bound: {late_made:?}", m.identity);
+    let peak = common::audit::peak_active_pods(&entries, &m.env.ns, 0);
+    assert!(peak <= 10, "never more active pods than the 10 asked for: saw {peak}");
+    m.env.converged("web", 10).await;
+    println!(
+        "stalled path: standby took over in {took_over:?}; {} pod creates of the old leader reached the API server \
+         after its deadline bound, each refused (AlreadyExists); peak {peak} active pods",
+        late.len()
+    );
+    m.env.cleanup().await;
+}
+
 /// Waits for the first pod of a reconcile: the next slow-start batch is then under way.
 async fn first_pod(env: &Env) {
     eventually("the leader's first pod", Duration::from_secs(30), || async {
