@@ -82,6 +82,12 @@ struct RunArgs {
     /// operator's own. A ReconcilePolicy elsewhere that sets it is refused.
     #[arg(long, env = "REACH_NAMESPACE")]
     reach_namespace: Option<String>,
+    /// The service account every ReconcilePolicy that names none
+    /// (`spec.serviceAccountName`) acts as, in its own namespace: its children are
+    /// written impersonating it, so a tenant's policy may do what the tenant's account
+    /// may, not what the operator may. Without it, such a policy acts as the operator.
+    #[arg(long, env = "DEFAULT_SERVICE_ACCOUNT", value_name = "NAME")]
+    default_service_account: Option<String>,
     /// Watch only this namespace; empty watches all.
     #[arg(long, env = "WATCH_NAMESPACE", default_value = "")]
     namespace: String,
@@ -317,6 +323,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 shadows: args.shadows,
                 reaches: reaches(&args.reaches)?,
                 reach_namespace: args.reach_namespace,
+                default_service_account: args.default_service_account,
                 namespace: Some(args.namespace).filter(|n| !n.is_empty()),
                 own_namespace: args.leader.own_namespace(),
                 leader: args.leader.settings(args.namespace_selector.as_deref()),

@@ -28,6 +28,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::crd::{PolicyMode, ReconcilePolicy};
 use crate::kubernetes::fence::Fence;
+use crate::kubernetes::identity::Identities;
 pub use crate::kubernetes::leader::Settings as LeaderSettings;
 use crate::kubernetes::leader::{self, Leadership};
 use crate::kubernetes::ledger::{self, Ledger};
@@ -55,6 +56,8 @@ pub struct Settings {
     pub reaches: Reaches,
     /// The namespace whose ReconcilePolicies may carry `spec.reach`.
     pub reach_namespace: Option<String>,
+    /// The service account a ReconcilePolicy that names none acts as, in its namespace.
+    pub default_service_account: Option<String>,
     /// Only this namespace, or all when `None`.
     pub namespace: Option<String>,
     /// The operator's own namespace (its pod's), where the teardown ledger is; the
@@ -140,7 +143,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         Some(_) => Fence::shut(metrics.writes_fenced.clone()),
         None => Fence::open(metrics.writes_fenced.clone()),
     };
-    let client = client::client(
+    let maker = client::Maker::infer(
         metrics.api_writes.clone(),
         &agent,
         fence.clone(),
@@ -148,6 +151,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         settings.faults.clone(),
     )
     .await?;
+    let client = maker.client(None)?;
     let (shard, selected) = match &settings.namespace_selector {
         Some(selector) => {
             let (shard, selected) = Shard::selected(&client, selector, settings.cluster_scoped_parents);
@@ -187,6 +191,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
         shard,
         recorder,
         ledger: Some(ledger),
+        identities: Identities::new(maker),
     };
     let ctx = Context::new(client, engine, knobs, shutdown)
         .map_err(|e| anyhow::anyhow!("cannot start the shadow decisions' thread: {e}"))?;
@@ -199,6 +204,7 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
             registry_poll: settings.registry_poll,
             reaches: settings.reaches.clone(),
             reach_namespace: settings.reach_namespace.clone(),
+            default_service_account: settings.default_service_account.clone(),
             revisions: revision_store(&settings),
             revision_history: settings.revision_history.max(1),
         },
@@ -481,7 +487,13 @@ async fn serve(listener: TcpListener, src: Arc<Sources>, server_version: Arc<ver
     let stop = src.ctx.shutdown.clone();
     type Shared = (Arc<Sources>, Arc<version::Check>);
     let app = Router::new()
-        .route("/metrics", get(|State((src, _)): State<Shared>| async move { src.ctx.metrics.encode() }))
+        .route(
+            "/metrics",
+            get(|State((src, _)): State<Shared>| async move {
+                src.ctx.metrics.watches(src.caches().len());
+                src.ctx.metrics.encode()
+            }),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",

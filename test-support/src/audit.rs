@@ -26,6 +26,9 @@ pub struct Entry {
     pub user_agent: String,
     #[serde(default)]
     pub object_ref: ObjectRef,
+    /// Whom the request acted as (`Impersonate-User`), if anyone.
+    #[serde(default)]
+    pub impersonated_user: Option<User>,
     #[serde(default)]
     pub response_status: ResponseStatus,
     /// When the response was sent (RFC 3339 with microseconds: sorts as text).

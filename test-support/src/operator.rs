@@ -148,6 +148,13 @@ impl Operator {
         self.child.id()
     }
 
+    /// Its resident set size in KiB (`VmRSS` of /proc), 0 once it is gone.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or_default();
+        line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0)
+    }
+
     /// Kills the process (SIGKILL) and reaps it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -69,6 +69,20 @@ pub async fn publish_reaching(
     publish_in_mode(client, ns, rp, cm, module, selector, Serving { reach: Some(reach), ..Serving::default() }).await;
 }
 
+/// [`publish_policy`], acting as service account `account` of `ns` (`spec.serviceAccountName`).
+pub async fn publish_acting_as(
+    client: &Client,
+    ns: &str,
+    rp: &str,
+    cm: &str,
+    module: &[u8],
+    selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    account: &str,
+) {
+    let serving = Serving { service_account_name: Some(account.into()), ..Serving::default() };
+    publish_in_mode(client, ns, rp, cm, module, selector, serving).await;
+}
+
 /// [`publish_policy`], in Shadow mode: the policy decides beside the live one and never acts.
 pub async fn publish_shadow(
     client: &Client,
@@ -111,6 +125,7 @@ struct Serving {
     mode: podset_host::crd::PolicyMode,
     reach: Option<podset_host::crd::Reach>,
     rollout: Option<podset_host::crd::Rollout>,
+    service_account_name: Option<String>,
 }
 
 async fn publish_in_mode(
@@ -120,7 +135,7 @@ async fn publish_in_mode(
     cm: &str,
     module: &[u8],
     selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
-    Serving { mode, reach, rollout }: Serving,
+    Serving { mode, reach, rollout, service_account_name }: Serving,
 ) {
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::ConfigMap;
@@ -145,6 +160,7 @@ async fn publish_in_mode(
             registry_ca: None,
             reach,
             rollout,
+            service_account_name,
         },
     );
     policy.metadata.namespace = Some(ns.into());

@@ -179,6 +179,18 @@ pub struct ReconcilePolicySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Reach")]
     pub reach: Option<Reach>,
+    /// A service account of this namespace the policy acts as: the host writes its
+    /// children impersonating it, so the policy may do what that account may and no
+    /// more (what the operator may besides is not lent). Checked when the policy loads
+    /// (`ServiceAccountForbidden`) and by the API server at every write. Without it,
+    /// the operator's `--default-service-account` if given, else the operator itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        with = "String",
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
+    pub service_account_name: Option<String>,
     /// How a new module takes over from the one serving: steps of shadow and of growing
     /// shares of the parents, each gated, with an automatic abort. Without it, a new
     /// module replaces the serving one at once.

@@ -1,7 +1,8 @@
 //! Resolving what a policy declares against the API server, when it loads: which
 //! resource serves each kind and its scope (discovery), that cluster-scoped kinds are
 //! used only where they can be owned and were granted ([`Reach`]), and that the
-//! operator's own identity may do what the policy needs (SelfSubjectAccessReview).
+//! operator's own identity may do what the policy needs (SelfSubjectAccessReview), and
+//! so may the service account the policy acts as, if any (the same review, asked as it).
 //! A policy that would fail at its first write is refused before it decides anything.
 
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
@@ -10,6 +11,7 @@ use kube::api::{Api, ApiResource, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{self, Scope};
 
+use super::identity::ServiceAccount;
 use super::namespaces::NamespaceLabels;
 use super::scope::ClusterScoped;
 use crate::contract::bindings::{Declarations, LookupKind, RelatedKind};
@@ -89,6 +91,16 @@ pub enum AccessError {
     #[error("the operator may not {verb} {resource}{where_}: grant it in the operator's RBAC (manifests/rbac.yaml)")]
     Forbidden { verb: String, resource: String, where_: String },
 
+    #[error(
+        "service account {account} may not {verb} {resource}{where_}, and this policy acts as it (spec.serviceAccountName, or the operator's --default-service-account): grant it in a Role bound to it"
+    )]
+    ActingAsForbidden { account: String, verb: String, resource: String, where_: String },
+
+    #[error(
+        "the operator may not act as service account {account}: grant it impersonate on serviceaccounts (manifests/rbac.yaml): {why}"
+    )]
+    CannotImpersonate { account: String, why: String },
+
     #[error("the API server does not answer ({0}): is it up, and is the kubeconfig's address right?")]
     Unreachable(#[source] kube::Error),
 
@@ -118,6 +130,8 @@ impl AccessError {
             AccessError::InvalidGrant { .. } => "InvalidGrant",
             AccessError::ClusterScopedPolicy { .. } => "ClusterScopedPolicy",
             AccessError::Forbidden { .. } => "Forbidden",
+            AccessError::ActingAsForbidden { .. } => "ServiceAccountForbidden",
+            AccessError::CannotImpersonate { .. } => "CannotImpersonate",
             AccessError::Unreachable(_) => "ApiUnreachable",
             AccessError::Kube(_) => "ApiError",
         }
@@ -132,26 +146,45 @@ impl AccessError {
 
 /// Resolves `d`, checks its scopes against what `reach` grants, and checks the operator
 /// may act on it in `namespace` (all when `None`). `labels` are the namespaces', for a
-/// grant by selector.
+/// grant by selector. A policy acting as a service account (`acting_as`, with the client
+/// that impersonates it) is checked as it too, in its namespace, for what the host does
+/// on its behalf.
 pub async fn resolve(
     client: &Client,
     namespace: Option<&str>,
     d: &Declarations,
     reach: &Reach,
     labels: Option<NamespaceLabels>,
+    acting_as: Option<(&ServiceAccount, &Client)>,
 ) -> Result<Resolved, AccessError> {
     let mut resolved = discover_all(client, d).await?;
     resolved.reach = reach.clone();
     resolved.namespace_labels = labels;
     scopes(&resolved, namespace)?;
-    for (verb, resource, sub) in needs(&resolved) {
-        // A cluster-scoped kind is checked cluster-wide, and so is every kind of a
-        // cluster-scoped parent or of one granted other namespaces: its children's
-        // namespaces are not known in advance.
-        let wide = resolved.parent_is_cluster_scoped()
+    // A cluster-scoped kind is checked cluster-wide, and so is every kind of a
+    // cluster-scoped parent or of one granted other namespaces: its children's
+    // namespaces are not known in advance.
+    let wide = |resource: &ApiResource| {
+        resolved.parent_is_cluster_scoped()
             || resolved.is_cluster_scoped(resource)
-            || resolved.reach.grants_namespaces();
-        allowed(client, if wide { None } else { namespace }, verb, resource, sub).await?;
+            || resolved.reach.grants_namespaces()
+    };
+    for (verb, resource, sub) in needs(&resolved) {
+        allowed(client, if wide(resource) { None } else { namespace }, verb, resource, sub).await?;
+    }
+    if let Some((account, as_client)) = acting_as {
+        for (verb, resource) in acts_for(&resolved) {
+            let at = if wide(resource) { None } else { Some(account.namespace.as_str()) };
+            allowed(as_client, at, verb, resource, None).await.map_err(|e| match e {
+                AccessError::Forbidden { verb, resource, where_ } => {
+                    AccessError::ActingAsForbidden { account: account.to_string(), verb, resource, where_ }
+                }
+                AccessError::Kube(kube::Error::Api(s)) if s.code == 403 => {
+                    AccessError::CannotImpersonate { account: account.to_string(), why: s.message }
+                }
+                e => e,
+            })?;
+        }
     }
     Ok(resolved)
 }
@@ -283,6 +316,34 @@ fn needs(r: &Resolved) -> Vec<(&'static str, &ApiResource, Option<&'static str>)
         }
     }
     needs
+}
+
+/// What the host does on behalf of a policy acting as a service account, so what that
+/// account must be allowed: write the children (and read one back when a create meets
+/// it), read the related and looked-up objects the policy is shown, patch those of a
+/// lookup kind declared with `patch`. The watches behind what it reads are the
+/// operator's, shared; the parent and its status are the operator's to write.
+fn acts_for(r: &Resolved) -> Vec<(&'static str, &ApiResource)> {
+    let mut acts = Vec::new();
+    for child in &r.children {
+        for verb in ["get", "create", "patch", "delete"] {
+            acts.push((verb, child));
+        }
+    }
+    for (read, _) in &r.related {
+        for verb in ["get", "list"] {
+            acts.push((verb, read));
+        }
+    }
+    for (looked_up, kind) in &r.lookups {
+        for verb in ["get", "list"] {
+            acts.push((verb, looked_up));
+        }
+        if kind.patch {
+            acts.push(("patch", looked_up));
+        }
+    }
+    acts
 }
 
 async fn discover(client: &Client, gvk: &GroupVersionKind) -> Result<(ApiResource, Scope), AccessError> {

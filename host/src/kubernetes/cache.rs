@@ -158,6 +158,15 @@ impl Caches {
         }
     }
 
+    /// How many caches (each fed by one watch).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// One line per cache that is not synced; empty when all are.
     pub fn problems(&self) -> Vec<String> {
         self.0.iter().filter(|c| !c.is_synced()).map(ToString::to_string).collect()

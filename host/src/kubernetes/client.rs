@@ -1,4 +1,4 @@
-//! The Kubernetes client, with a layer that counts every write request. The count is
+//! The Kubernetes clients, with a layer that counts every write request. The count is
 //! a metric (`podset_api_writes_total`) and what the tests use to prove a converged
 //! PodSet costs no writes. Outside it, the write fence ([`super::fence`]).
 
@@ -14,27 +14,60 @@ use tower::{Layer, Service};
 use super::request::is_write;
 use crate::metrics::WriteLabels;
 
-/// A client whose requests carry `agent` as their User-Agent (audit logs record it),
-/// whose writes pass `fence` first and are then counted.
-pub async fn client(
+/// Makes the operator's clients: its own, and one acting as each service account a
+/// policy acts as ([`super::identity`]). Each request carries `agent` as its User-Agent
+/// (audit logs record it); writes pass the fence first and are then counted, whoever
+/// they act as.
+#[derive(Clone)]
+pub struct Maker {
+    config: Config,
     writes: Family<WriteLabels, Counter>,
-    agent: &str,
     fence: super::fence::Fence,
-    #[cfg(feature = "fault-suite")] faults: super::faults::Faults,
-) -> Result<Client, kube::Error> {
-    let mut config = Config::infer().await.map_err(kube::Error::InferConfig)?;
-    // Invalid header bytes (from a strange pod name) only cost the attribution.
-    if let Ok(agent) = http::HeaderValue::from_str(agent) {
-        config.headers.push((http::header::USER_AGENT, agent));
-    }
-    // Said once up front: when the server does not answer, the caches' errors follow.
-    tracing::info!(server = %config.cluster_url, "Kubernetes API server");
-    // The outer layer sees a request first: a fenced write is never counted as sent.
-    let builder = ClientBuilder::try_from(config)?;
-    // Fault-suite builds: faults next to the wire, so a lost response was still counted as sent.
+    /// One for every client: the writes it counts are the operator's, whoever they act as.
     #[cfg(feature = "fault-suite")]
-    let builder = builder.with_layer(&super::faults::InjectFaults::new(faults));
-    Ok(builder.with_layer(&CountWrites(writes)).with_layer(&super::fence::FenceWrites(fence)).build())
+    faults: super::faults::InjectFaults,
+}
+
+impl Maker {
+    /// From the kubeconfig or the pod's service account, as `kubectl` finds them.
+    pub async fn infer(
+        writes: Family<WriteLabels, Counter>,
+        agent: &str,
+        fence: super::fence::Fence,
+        #[cfg(feature = "fault-suite")] faults: super::faults::Faults,
+    ) -> Result<Maker, kube::Error> {
+        let mut config = Config::infer().await.map_err(kube::Error::InferConfig)?;
+        // Invalid header bytes (from a strange pod name) only cost the attribution.
+        if let Ok(agent) = http::HeaderValue::from_str(agent) {
+            config.headers.push((http::header::USER_AGENT, agent));
+        }
+        // Said once up front: when the server does not answer, the caches' errors follow.
+        tracing::info!(server = %config.cluster_url, "Kubernetes API server");
+        Ok(Maker {
+            config,
+            writes,
+            fence,
+            #[cfg(feature = "fault-suite")]
+            faults: super::faults::InjectFaults::new(faults),
+        })
+    }
+
+    /// A client with the operator's identity, or impersonating `acting_as` (a user name
+    /// such as `system:serviceaccount:NS:NAME`; the API server adds its groups). Its
+    /// own connections: a client per identity.
+    pub fn client(&self, acting_as: Option<&str>) -> Result<Client, kube::Error> {
+        let mut config = self.config.clone();
+        config.auth_info.impersonate = acting_as.map(String::from);
+        // The outer layer sees a request first: a fenced write is never counted as sent.
+        let builder = ClientBuilder::try_from(config)?;
+        // Fault-suite builds: faults next to the wire, so a lost response was still counted as sent.
+        #[cfg(feature = "fault-suite")]
+        let builder = builder.with_layer(&self.faults);
+        Ok(builder
+            .with_layer(&CountWrites(self.writes.clone()))
+            .with_layer(&super::fence::FenceWrites(self.fence.clone()))
+            .build())
+    }
 }
 
 #[derive(Clone)]

@@ -11,6 +11,7 @@ pub mod events;
 #[cfg(feature = "fault-suite")]
 pub mod faults;
 pub mod fence;
+pub mod identity;
 pub mod leader;
 pub mod ledger;
 pub mod mark;

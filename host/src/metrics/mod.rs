@@ -94,6 +94,7 @@ pub struct Metrics {
     rollouts: Family<RolloutLabels, Counter>,
     rollbacks: Family<PolicyLabels, Counter>,
     file_revisions: Family<PolicyLabels, Gauge>,
+    watches: Gauge,
 }
 
 /// One registered metric, as `/metrics` names it.
@@ -156,6 +157,7 @@ impl Default for Metrics {
             rollouts: Family::default(),
             rollbacks: Family::default(),
             file_revisions: Family::default(),
+            watches: Gauge::default(),
             registry: Registry::default(),
             described: Vec::new(),
         };
@@ -194,6 +196,13 @@ impl Default for Metrics {
             "Write requests not sent, or abandoned unanswered, because this replica's lease deadline had passed (or it did not lead)",
             None,
             m.writes_fenced.clone(),
+        );
+        registry.add(
+            "watches",
+            "Watch streams this replica holds open, each feeding a cache shared by every policy that reads its \
+             kind: ReconcilePolicies, parents, children, related and looked-up kinds, namespaces",
+            None,
+            m.watches.clone(),
         );
         registry.add(
             "leader",
@@ -357,6 +366,11 @@ impl Metrics {
     pub fn file_revision(&self, file: &str, revision: u64) {
         let labels = PolicyLabels { policy: file.into() };
         self.file_revisions.get_or_create(&labels).set(i64::try_from(revision).unwrap_or(i64::MAX));
+    }
+
+    /// `n` watch streams are open (read when `/metrics` is scraped).
+    pub fn watches(&self, n: usize) {
+        self.watches.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     pub fn rolled_back(&self, policy: &str) {

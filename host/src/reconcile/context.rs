@@ -17,6 +17,7 @@ use super::status::Written;
 use crate::crd::ReconcilePolicy;
 use crate::kubernetes::cache::CacheHealth;
 use crate::kubernetes::events::Events;
+use crate::kubernetes::identity::Identities;
 use crate::kubernetes::leader::Leadership;
 use crate::kubernetes::ledger::Ledger;
 use crate::kubernetes::namespaces::SharedNamespaceLabels;
@@ -43,6 +44,8 @@ pub struct ContextSettings {
     pub recorder: Option<Recorder>,
     /// Where the parent kinds the host tears down are written; `None` writes nowhere.
     pub ledger: Option<Ledger>,
+    /// The clients acting as the service accounts policies act as.
+    pub identities: Identities,
 }
 
 pub struct Context {
@@ -82,6 +85,8 @@ pub struct Context {
     pub namespace_labels: SharedNamespaceLabels,
     /// The parent kinds the host tears down ([`Ledger`]).
     pub ledger: Option<Ledger>,
+    /// The clients acting as the service accounts policies act as.
+    pub identities: Identities,
 }
 
 impl Context {
@@ -118,6 +123,7 @@ impl Context {
             shadows,
             namespace_labels: SharedNamespaceLabels::default(),
             ledger: settings.ledger,
+            identities: settings.identities,
         }))
     }
 }

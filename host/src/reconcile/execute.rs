@@ -51,7 +51,8 @@ pub async fn execute(
     slots::name_by_slot(&mut checked.creates, parent.uid().as_deref().unwrap_or_default(), taken);
     let parent_api: Api<Object> = api_for(&ctx.client, &observed.parent_resource, parent.namespace().as_deref());
     let manager = admitted.field_manager();
-    let act = Act { ctx, observed, manager: &manager };
+    // Children as the service account the policy acts as, if any; the parent as the operator.
+    let act = Act { ctx, observed, manager: &manager, client: admitted.writer(&ctx.client) };
     let teardown = waves::needs_teardown(&checked, observed);
     if teardown {
         // Before the finalizer it stands for; a no-op once the kinds are written.
@@ -189,7 +190,8 @@ async fn patch_metadata(api: &Api<Object>, parent: &Object, patch: Option<Metada
 /// go, or, with nothing left, remove [`waves::TEARDOWN_FINALIZER`]. Needs no policy.
 /// Every step is decided from the cache alone, so a restart resumes in order.
 pub async fn teardown(ctx: &Context, observed: &Observed, manager: &str) -> Result<()> {
-    let act = Act { ctx, observed, manager };
+    // Without the policy, so as the operator: only what the parent controls is deleted.
+    let act = Act { ctx, observed, manager, client: &ctx.client };
     match waves::teardown(&observed.children, &observed.in_flight.deletions) {
         Teardown::Done => {
             let parent = &observed.parent;
@@ -248,13 +250,16 @@ struct Act<'a> {
     ctx: &'a Context,
     observed: &'a Observed,
     manager: &'a str,
+    /// What writes the children: the operator's client or one acting as the policy's
+    /// service account.
+    client: &'a kube::Client,
 }
 
 impl Act<'_> {
     /// The API of the child `key` names: in its namespace, or cluster-wide for a
     /// cluster-scoped kind (checked: the key's namespace is "" exactly then).
     fn api(&self, resource: &ApiResource, key: &ChildKey) -> Api<DynamicObject> {
-        api_for(&self.ctx.client, resource, Some(&key.namespace))
+        api_for(self.client, resource, Some(&key.namespace))
     }
 
     /// Creates the cluster-scoped children first (a namespace before what goes in it),
@@ -327,7 +332,7 @@ impl Act<'_> {
     /// mark): a create that met it raced its own earlier one.
     async fn already_ours(&self, child: &Child, key: &ChildKey) -> bool {
         let uid = self.observed.parent.metadata.uid.as_deref().unwrap_or_default();
-        let api: Api<Object> = api_for(&self.ctx.client, &child.resource, Some(&key.namespace));
+        let api: Api<Object> = api_for(self.client, &child.resource, Some(&key.namespace));
         match api.get_opt(&key.name).await {
             Ok(Some(existing)) => !uid.is_empty() && controller_uid(&existing) == Some(uid),
             _ => false,

@@ -37,6 +37,7 @@ use parking_lot::RwLock;
 use crate::contract::declarations::{kind_name, to_gvk};
 use crate::crd::{PolicyMode, ReconcilePolicy};
 use crate::kubernetes::access::Resolved;
+use crate::kubernetes::identity::ServiceAccount;
 use crate::kubernetes::object::Object;
 use crate::sandbox::Policy;
 
@@ -46,11 +47,36 @@ pub struct Admitted {
     pub resolved: Resolved,
     /// What became of its decisions (a rollout's gates read them).
     pub outcomes: outcomes::Outcomes,
+    /// The service account its children are written as; `None`: the operator's identity.
+    pub acting_as: Option<ActingAs>,
+}
+
+/// A service account a policy acts as, and the client impersonating it.
+#[derive(Clone)]
+pub struct ActingAs {
+    pub account: ServiceAccount,
+    pub client: kube::Client,
 }
 
 impl Admitted {
     pub fn new(policy: Arc<Policy>, resolved: Resolved) -> Self {
-        Admitted { policy, resolved, outcomes: outcomes::Outcomes::default() }
+        Admitted { policy, resolved, outcomes: outcomes::Outcomes::default(), acting_as: None }
+    }
+
+    /// Acting as `acting_as` (`None`: as the operator).
+    pub fn acting_as(self, acting_as: Option<ActingAs>) -> Self {
+        Admitted { acting_as, ..self }
+    }
+
+    /// The client its children are written with: the one acting as its service account,
+    /// else the operator's own.
+    pub fn writer<'a>(&'a self, own: &'a kube::Client) -> &'a kube::Client {
+        self.acting_as.as_ref().map_or(own, |a| &a.client)
+    }
+
+    /// The service account it acts as, if any.
+    pub fn account(&self) -> Option<&ServiceAccount> {
+        self.acting_as.as_ref().map(|a| &a.account)
     }
 
     pub fn parent_kind(&self) -> GroupVersionKind {

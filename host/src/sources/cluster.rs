@@ -28,10 +28,11 @@ use super::image::{self, Request};
 use super::policy_status::{self, Outcome, Refusal};
 use super::revisions::{CosignEvidence, Evidence};
 use super::rollout::{self, RolloutState};
-use super::{Sources, admit, decides, namespaced_source, reconcile_policy_reach};
+use super::{Sources, admit, decides, namespaced_source, reconcile_policy_account, reconcile_policy_reach};
 use crate::crd::{ImageStatus, PolicyMode, Reach, ReconcilePolicy, RolloutPhase};
 use crate::kubernetes::cache::reflected;
 use crate::kubernetes::events::{Origin, event};
+use crate::kubernetes::identity::ServiceAccount;
 use crate::registry::{Admitted, PolicyRef, ShadowSource};
 use crate::sandbox::Digest;
 
@@ -292,6 +293,7 @@ async fn load(rp: &ReconcilePolicy, src: &Sources) -> Result<(Outcome, Option<Im
             return Ok((Refusal::new(e.reason(), e.to_string()).into(), None));
         }
     };
+    let acting_as = reconcile_policy_account(src, &namespace, rp.spec.service_account_name.as_deref());
     let Some(pin) = Digest::parse(&rp.spec.sha256) else {
         let message = format!("spec.sha256 {:?} is not sha256:<64 hex>", rp.spec.sha256);
         return Ok((Refusal::new("InvalidDigest", message).into(), None));
@@ -303,7 +305,8 @@ async fn load(rp: &ReconcilePolicy, src: &Sources) -> Result<(Outcome, Option<Im
         (Ok(module), image) => (module, image),
         (Err(refusal), image) => return Ok((refusal.into(), image)),
     };
-    let same = |a: &Admitted| *a.policy.digest() == pin && a.resolved.reach == reach;
+    let same =
+        |a: &Admitted| *a.policy.digest() == pin && a.resolved.reach == reach && a.account() == acting_as.as_ref();
     let now = super::history::now();
     // The module the spec pins serves already. A rollout under way stops: the spec is
     // back on the serving revision.
@@ -327,13 +330,13 @@ async fn load(rp: &ReconcilePolicy, src: &Sources) -> Result<(Outcome, Option<Im
     }
     // After a restart: the revision that served, before the module rolled out beside it.
     if src.ctx.registry.serving(&key).is_none() {
-        restore(rp, src, &key, pin, &reach).await?;
+        restore(rp, src, &key, pin, &reach, acting_as.as_ref()).await?;
     }
     let policy = match src.ctx.engine.load_async(module.bytes.clone()).await {
         Ok(policy) => policy,
         Err(e) => return Ok((Refusal::new(e.reason(), e.to_string()).into(), image)),
     };
-    let admitted = match admit(&src.ctx, policy, &reach).await.and_then(namespaced_source) {
+    let admitted = match admit(&src.ctx, policy, &reach, acting_as.as_ref()).await.and_then(namespaced_source) {
         Ok(admitted) => Arc::new(admitted),
         Err(e) => {
             src.ctx.metrics.policy_refused(e.reason());
@@ -420,6 +423,7 @@ async fn restore(
     key: &PolicyRef,
     pin: Digest,
     reach: &Reach,
+    acting_as: Option<&ServiceAccount>,
 ) -> Result<(), Error> {
     let serving = src.lifecycles.with(key, rp, src.revision_history, |t| t.history.serving().cloned());
     let Some(revision) = serving.filter(|r| r.digest != pin.to_string()) else { return Ok(()) };
@@ -433,7 +437,7 @@ async fn restore(
         }
     };
     let admitted = match src.ctx.engine.load_async(module.bytes).await {
-        Ok(policy) => admit(&src.ctx, policy, reach).await.and_then(namespaced_source),
+        Ok(policy) => admit(&src.ctx, policy, reach, acting_as).await.and_then(namespaced_source),
         Err(e) => {
             warn!(rp = %key, revision = revision.revision, "cannot load the serving revision: {e}");
             return Ok(());

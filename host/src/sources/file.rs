@@ -159,7 +159,9 @@ pub async fn load(src: &Arc<Sources>, path: &Path, mode: PolicyMode) -> Result<O
         src.ctx.engine.load_async(bytes).await.map_err(|source| FileError::Load { path: path.into(), source })?;
     let reach = src.reaches.get(&policy.info().name).cloned().unwrap_or_default();
     let admitted = Arc::new(
-        admit(&src.ctx, policy, &reach).await.map_err(|source| FileError::Access { path: path.into(), source })?,
+        admit(&src.ctx, policy, &reach, None)
+            .await
+            .map_err(|source| FileError::Access { path: path.into(), source })?,
     );
     let kind = admitted.parent_kind();
     if let Some(other) = src.ctx.registry.file_serving(&kind, mode, path) {

@@ -19,11 +19,12 @@ use parking_lot::Mutex;
 use crate::crd::Reach;
 use crate::kubernetes::access::{self, AccessError};
 use crate::kubernetes::cache::Caches;
+use crate::kubernetes::identity::ServiceAccount;
 use crate::kubernetes::object::Object;
 use crate::oci;
 use crate::reconcile::context::Context;
 use crate::reconcile::controller::Kinds;
-use crate::registry::{Admitted, Selection};
+use crate::registry::{ActingAs, Admitted, Selection};
 use crate::sandbox::Policy;
 use crate::signature::Trust;
 
@@ -48,6 +49,9 @@ pub struct Sources {
     pub reaches: Reaches,
     /// The one namespace whose ReconcilePolicies' `spec.reach` is honoured.
     pub reach_namespace: Option<String>,
+    /// The service account of its namespace a ReconcilePolicy that names none acts as
+    /// (`--default-service-account`); `None`: such a policy acts as the operator.
+    pub default_service_account: Option<String>,
     /// The modules of recent revisions, to bring one back without its source; `None`
     /// runs without (it could not be made).
     pub revisions: Option<revisions::Store>,
@@ -74,6 +78,7 @@ pub struct SourceSettings {
     pub registry_poll: Duration,
     pub reaches: Reaches,
     pub reach_namespace: Option<String>,
+    pub default_service_account: Option<String>,
     pub revisions: Option<revisions::Store>,
     pub revision_history: usize,
 }
@@ -90,6 +95,7 @@ impl Sources {
             registry_down: Mutex::default(),
             reaches: settings.reaches,
             reach_namespace: settings.reach_namespace,
+            default_service_account: settings.default_service_account,
             revisions: settings.revisions,
             revision_history: settings.revision_history,
             lifecycles: rollout::Lifecycles::default(),
@@ -109,8 +115,14 @@ impl Sources {
 }
 
 /// Resolves what `policy` declares against the API server and checks the operator may
-/// act on it, with what `reach` grants: only then may it decide anything.
-pub async fn admit(ctx: &Context, policy: Arc<Policy>, reach: &Reach) -> Result<Admitted, AccessError> {
+/// act on it, with what `reach` grants, and so may the service account it acts as (if
+/// any): only then may it decide anything.
+pub async fn admit(
+    ctx: &Context,
+    policy: Arc<Policy>,
+    reach: &Reach,
+    acting_as: Option<&ServiceAccount>,
+) -> Result<Admitted, AccessError> {
     let labels = match reach.namespaces.selector {
         Some(_) => {
             access::may_read_namespaces(&ctx.client).await?;
@@ -118,8 +130,21 @@ pub async fn admit(ctx: &Context, policy: Arc<Policy>, reach: &Reach) -> Result<
         }
         None => None,
     };
-    let resolved = access::resolve(&ctx.client, ctx.namespace.as_deref(), policy.declarations(), reach, labels).await?;
-    Ok(Admitted::new(policy, resolved))
+    let acting_as = match acting_as {
+        Some(account) => {
+            let client = ctx
+                .identities
+                .client(account)
+                .map_err(|e| AccessError::CannotImpersonate { account: account.to_string(), why: e.to_string() })?;
+            Some(ActingAs { account: account.clone(), client })
+        }
+        None => None,
+    };
+    let as_account = acting_as.as_ref().map(|a| (&a.account, &a.client));
+    let resolved =
+        access::resolve(&ctx.client, ctx.namespace.as_deref(), policy.declarations(), reach, labels, as_account)
+            .await?;
+    Ok(Admitted::new(policy, resolved).acting_as(acting_as))
 }
 
 /// What a ReconcilePolicy in `namespace` asking `asked` is granted: its `spec.reach` in
@@ -134,6 +159,14 @@ pub fn reconcile_policy_reach(src: &Sources, namespace: &str, asked: Option<&Rea
             allowed: allowed.map(|a| format!(" {a}")).unwrap_or_else(|| ", not given to this operator".into()),
         }),
     }
+}
+
+/// The service account a ReconcilePolicy in `namespace` naming `named` acts as: the one
+/// it names, else the operator's default (`--default-service-account`), else none (it
+/// acts as the operator).
+pub fn reconcile_policy_account(src: &Sources, namespace: &str, named: Option<&str>) -> Option<ServiceAccount> {
+    let name = named.or(src.default_service_account.as_deref())?;
+    Some(ServiceAccount { namespace: namespace.into(), name: name.into() })
 }
 
 /// A ReconcilePolicy decides the parents of its own namespace: a policy for a

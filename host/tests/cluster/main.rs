@@ -2,6 +2,7 @@
 //! (`PODSET_TEST_KUBECONFIG`). Built only with the `cluster-tests` feature, so that a
 //! plain `cargo test` runs what needs no cluster.
 
+mod acting_as;
 mod any_kind;
 mod bad_input;
 mod cronjob;

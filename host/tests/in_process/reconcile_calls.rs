@@ -121,6 +121,7 @@ impl Rig {
             leadership: podset_host::kubernetes::leader::Leadership::alone(),
             shard: podset_host::kubernetes::shard::Shard::all(),
             recorder: None,
+            identities: Default::default(),
         };
         let ctx = Context::new(client, engine, settings, CancellationToken::new()).expect("a context");
         let resolved = Resolved {
