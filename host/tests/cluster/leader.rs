@@ -86,11 +86,19 @@ async fn the_standby_writes_nothing_and_takes_over_when_the_leader_is_killed_or_
     assert_eq!(writes(&b).await, 0.0, "the standby wrote nothing:\n{}", write_lines(&b).await);
     let sampler = MostActive::start(env.pods.clone(), "web");
 
-    // Forced: the leader dies without releasing; the standby waits out the Lease.
+    // Forced: the leader dies without releasing; the standby waits out the Lease. The
+    // scale right after the kill is work the standby (its caches warm, its reconcile
+    // queued) does the moment it leads: its first write times the takeover.
+    let audit = common::audit::AuditLog::open();
+    let renewed = lease_renewed(&env).await;
+    let mark = audit.mark();
     env.op.kill();
-    let forced = role(&b, "leader").await;
+    let killed = SystemTime::now();
     env.scale("web", 5).await;
+    let forced = role(&b, "leader").await;
     env.converged("web", 5).await;
+    let forced_write = first_write(&audit.since(&mark), "replica-b").expect("the new leader wrote");
+    let expired = renewed + LEASE_DURATION;
 
     // The killed replica comes back as a standby and stays silent.
     env.op.respawn();
@@ -105,20 +113,50 @@ async fn the_standby_writes_nothing_and_takes_over_when_the_leader_is_killed_or_
     );
 
     // Graceful: SIGTERM releases the Lease, and the standby takes it at once.
-    assert!(b.terminate(Duration::from_secs(20)), "the leader stops cleanly on SIGTERM");
-    let graceful = role(&env.op, "leader").await;
-    assert!(graceful < LEASE_DURATION, "a released Lease is taken without waiting for it to expire: {graceful:?}");
+    let (standby_rss, standby_watches) = (env.op.rss_kib(), env.op.sum("podset_watches", "").await);
+    let (leader_rss, leader_watches) = (b.rss_kib(), b.sum("podset_watches", "").await);
+    let mark = audit.mark();
+    let stopping = SystemTime::now();
+    let stopped = std::thread::spawn(move || b.terminate(Duration::from_secs(20)));
     env.scale("web", 2).await;
+    let graceful = role(&env.op, "leader").await;
+    assert!(stopped.join().expect("the stopping thread"), "the leader stops cleanly on SIGTERM");
+    assert!(graceful < LEASE_DURATION, "a released Lease is taken without waiting for it to expire: {graceful:?}");
     env.converged("web", 2).await;
+    let graceful_write = first_write(&audit.since(&mark), "replica-a").expect("the new leader wrote");
 
     let most = sampler.stop().await;
     assert!(most <= 5, "never more active pods than the largest replicas asked for: saw {most}");
     let lease = Api::<Lease>::namespaced(env.client.clone(), &env.ns).get(LEASE).await.expect("the Lease");
     assert_eq!(lease.spec.and_then(|s| s.holder_identity).as_deref(), Some("replica-a"));
+    let since = |t: SystemTime, from: SystemTime| t.duration_since(from).unwrap_or_default();
     println!(
-        "handover with a {LEASE_DURATION:?} lease: forced (SIGKILL) {forced:?}, graceful (SIGTERM) {graceful:?}; at most {most} active pods"
+        "handover with a {LEASE_DURATION:?} lease: forced (SIGKILL) leader in {forced:?}, first write {:?} after the \
+         kill and {:?} after the Lease expired; graceful (SIGTERM) leader in {graceful:?}, first write {:?} after the \
+         signal; at most {most} active pods. The standby beforehand: RSS {standby_rss} KiB, {standby_watches} \
+         watches; the leader: {leader_rss} KiB, {leader_watches} watches",
+        since(forced_write, killed),
+        since(forced_write, expired),
+        since(graceful_write, stopping),
     );
     env.cleanup().await;
+}
+
+/// When the Lease was last renewed, as the API server has it.
+async fn lease_renewed(env: &Env) -> SystemTime {
+    let lease = Api::<Lease>::namespaced(env.client.clone(), &env.ns).get(LEASE).await.expect("the Lease");
+    lease.spec.and_then(|s| s.renew_time).map(|t| SystemTime::from(t.0)).expect("a renewed Lease")
+}
+
+/// When the first write of replica `identity` among `entries` reached the API server.
+fn first_write(entries: &[common::audit::Entry], identity: &str) -> Option<SystemTime> {
+    let agent = format!("({identity})");
+    entries
+        .iter()
+        .filter(|e| e.user_agent.contains(&agent) && !matches!(e.verb.as_str(), "get" | "list" | "watch"))
+        .map(|e| e.request_received_timestamp.as_str())
+        .min()
+        .and_then(|t| humantime::parse_rfc3339(t).ok())
 }
 
 /// A leader `a` (reaching the API server through `a_kubeconfig` when given) and a
