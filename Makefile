@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help run check docs test ts-bindings go-bindings fuzz-cluster image policy policy-crate fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
+.PHONY: help run check docs test ts-bindings go-bindings fuzz-cluster soak image policy policy-crate fixtures bench lint manifests install uninstall deploy undeploy cluster-up cluster-down cluster-status
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -31,6 +31,9 @@ fixtures: ## Build the default policy and the hostile test policies
 
 fuzz-cluster: ## Run SEQUENCE_SEEDS (30) new random sequences of spec changes; FAULT_SEED=N replays one
 	@hack/fuzz-cluster.sh
+
+soak: ## SOAK_MINUTES (30) of random faults over SOAK_PARENTS (1000) PodSets; invariants and RSS every minute
+	@hack/soak.sh
 
 bench: ## Benchmark the policy sandbox and the operator; prints tables
 	@hack/bench.sh

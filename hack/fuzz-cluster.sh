@@ -6,10 +6,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-export PODSET_BUILD=test
-lint_in_build
-hack/deps.sh cluster
-build_binaries
+test_build
 hack/policy.sh
 
 test_cluster "$ROOT/.cluster-fuzz"

@@ -151,6 +151,15 @@ build_binaries() {
   fi
 }
 
+# test_build: what a run of tests against a private control plane builds first (`make
+# fuzz-cluster`, `make soak`): the shared test build, linted, and the cluster's packages.
+test_build() {
+  export PODSET_BUILD=test
+  lint_in_build
+  hack/deps.sh cluster
+  build_binaries
+}
+
 # Phase times: `phase NAME` ends the phase running (if any) and starts NAME; `phase_end`
 # ends it. Each ended phase appends "SECONDS NAME" to $PHASE_LOG (when set: `make test`
 # sets it and prints the table at the end, so that a regression of a cold phase shows in

@@ -1037,3 +1037,412 @@ mod whole_control_plane {
         case.cleanup().await;
     }
 }
+
+/// `make soak` (not `make test`): `SOAK_MINUTES` (30) of random faults over
+/// `SOAK_PARENTS` (1000) PodSets on the simulated node, two operator replicas under
+/// leader election as the shipped ServiceAccount. Every few seconds one of: a spec
+/// change, a policy swap (the file the replicas serve, rewritten with the PodSet policy
+/// in Rust, TypeScript or Go), the leader killed (SIGKILL or SIGTERM, and started again
+/// as a standby), the API server restarted (at most every 3 minutes). Every minute the
+/// faults pause and the fault suite's invariants are checked over that minute: every
+/// parent converged with a status that says so and no orphan, no write once converged,
+/// never more active pods of a parent than the most it was asked for (the audit log);
+/// and the replicas' RSS and the reconciles that failed are recorded. `FAULT_SEED`
+/// replays a run's choices.
+mod soak {
+    use std::collections::{BTreeMap, HashMap};
+
+    use super::*;
+
+    /// A replica's counters, kept across its restarts: those of its earlier processes
+    /// (as last scraped: a process that exits on its own takes what it counted after
+    /// its last scrape with it, a few seconds' worth) and of the current one.
+    #[derive(Default)]
+    struct Counted {
+        before: (f64, f64),
+        now: (f64, f64),
+        /// Times it exited on its own (a leader that could not renew its Lease exits,
+        /// as a Deployment's pod would, and is started again as a kubelet would).
+        exits: usize,
+        /// Which process of this replica runs now (0 for the first).
+        process: usize,
+    }
+
+    impl Counted {
+        fn total(&self) -> (f64, f64) {
+            (self.before.0 + self.now.0, self.before.1 + self.now.1)
+        }
+
+        /// A new process starts from zero.
+        fn restarted(&mut self) {
+            self.before = self.total();
+            self.now = (0.0, 0.0);
+            self.process += 1;
+        }
+    }
+
+    /// What a parent was asked for since the last check.
+    #[derive(Clone, Copy, Default)]
+    struct Asked {
+        /// Its replicas at the last check, where it had converged.
+        start: i32,
+        /// Its replicas now.
+        now: i32,
+        /// The most it was asked for since.
+        most: i32,
+    }
+
+    impl Asked {
+        fn new(replicas: i32) -> Self {
+            Asked { start: replicas, now: replicas, most: replicas }
+        }
+    }
+
+    struct Soak {
+        client: Client,
+        namespaces: Vec<String>,
+        /// Per parent (namespace, name).
+        asked: BTreeMap<(String, String), Asked>,
+        replicas: Vec<common::Operator>,
+        counted: Vec<Counted>,
+        module: PathBuf,
+        audit: AuditLog,
+    }
+
+    fn env_or(key: &str, default: u64) -> u64 {
+        std::env::var(key).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+    }
+
+    impl Soak {
+        /// The index of the replica that leads now, if one does.
+        async fn leader(&self) -> Option<usize> {
+            for (i, op) in self.replicas.iter().enumerate() {
+                if op.readyz().await.is_some_and(|(_, body)| body.contains("(leader)")) {
+                    return Some(i);
+                }
+            }
+            None
+        }
+
+        /// Reads what each replica answering counted; starts again each replica that
+        /// exited on its own (not `down`, the one the soak stopped).
+        async fn scrape(&mut self, down: Option<usize>) {
+            for i in 0..self.replicas.len() {
+                if down != Some(i) && self.replicas[i].exited().is_some() {
+                    self.counted[i].exits += 1;
+                    self.counted[i].restarted();
+                    self.replicas[i].respawn();
+                    continue;
+                }
+                if let Some(m) = self.replicas[i].try_metrics().await {
+                    let reconciles = common::sum_metric(&m, "podset_reconciles_total", "");
+                    let failures = common::sum_metric(&m, "podset_reconcile_failures_total", "");
+                    self.counted[i].now = (reconciles, failures);
+                }
+            }
+        }
+
+        /// What the replicas counted, their restarts included, and how often they exited
+        /// on their own.
+        async fn totals(&mut self) -> (f64, f64, usize) {
+            self.scrape(None).await;
+            let (mut r, mut f, mut exits) = (0.0, 0.0, 0);
+            for c in &self.counted {
+                let (cr, cf) = c.total();
+                (r, f, exits) = (r + cr, f + cf, exits + c.exits);
+            }
+            (r, f, exits)
+        }
+
+        async fn scale(&mut self, ns: &str, name: &str, replicas: i32) {
+            let api: Api<PodSet> = Api::namespaced(self.client.clone(), ns);
+            let patch = Patch::Merge(json!({ "spec": { "replicas": replicas } }));
+            // The API server may be restarting: the change is then not made, nor counted.
+            if api.patch(name, &PatchParams::default(), &patch).await.is_ok() {
+                let a = self.asked.entry((ns.into(), name.into())).or_default();
+                a.now = replicas;
+                a.most = a.most.max(replicas);
+            }
+        }
+
+        /// Every parent converged at what it was asked: its active pods, its status (decided
+        /// by the policy served now: a swap rewrites every status's digest), no orphan.
+        async fn check_converged(&self) -> Result<(), String> {
+            let served = std::fs::read(&self.module).map_err(|e| e.to_string())?;
+            let digest = podset_host::sandbox::Digest::of(&served).to_string();
+            let mut wrong = Vec::new();
+            for ns in &self.namespaces {
+                let podsets = Api::<PodSet>::namespaced(self.client.clone(), ns)
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items;
+                let pods = Api::<Pod>::namespaced(self.client.clone(), ns)
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items;
+                let mut by_owner: HashMap<String, Vec<String>> = HashMap::new();
+                for p in pods.iter().filter(|p| common::is_active(p)) {
+                    let owner = p.owner_references().iter().find(|r| r.controller == Some(true)).map(|r| r.uid.clone());
+                    by_owner.entry(owner.unwrap_or_default()).or_default().push(p.name_any());
+                }
+                let uids: Vec<String> = podsets.iter().filter_map(|ps| ps.metadata.uid.clone()).collect();
+                let orphans: usize = by_owner.iter().filter(|(uid, _)| !uids.contains(uid)).map(|(_, p)| p.len()).sum();
+                if orphans > 0 {
+                    wrong.push(format!("{ns}: {orphans} active pods of no PodSet"));
+                }
+                for ps in &podsets {
+                    let name = ps.name_any();
+                    let want = self.asked.get(&(ns.clone(), name.clone())).map_or(ps.spec.replicas, |a| a.now);
+                    let mut active =
+                        by_owner.get(ps.metadata.uid.as_deref().unwrap_or_default()).cloned().unwrap_or_default();
+                    active.sort();
+                    let st = ps.status.clone().unwrap_or_default();
+                    if active.len() != want as usize
+                        || st.pod_names != active
+                        || st.available_replicas != want
+                        || st.observed_generation != ps.metadata.generation
+                        || st.policy_digest.as_deref() != Some(digest.as_str())
+                    {
+                        wrong.push(format!("{ns}/{name}: {} active of {want}", active.len()));
+                    }
+                }
+            }
+            match wrong.len() {
+                0 => Ok(()),
+                n => Err(format!("{n} parents not converged, e.g. {:?}", &wrong[..n.min(3)])),
+            }
+        }
+
+        /// Waits until every parent converged; how long it took.
+        async fn converged(&self, limit: Duration) -> Result<Duration, String> {
+            let started = Instant::now();
+            let mut last = String::new();
+            while started.elapsed() < limit {
+                match self.check_converged().await {
+                    Ok(()) => return Ok(started.elapsed()),
+                    Err(e) => last = e,
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(format!("not converged after {limit:?}: {last}"))
+        }
+
+        /// The invariants over the minute since `mark`; the violations found.
+        async fn check(&mut self, mark: &Mark) -> (Vec<String>, Duration) {
+            let mut violations = Vec::new();
+            let took = match self.converged(Duration::from_secs(300)).await {
+                Ok(t) => t,
+                Err(e) => {
+                    violations.push(e);
+                    Duration::from_secs(300)
+                }
+            };
+            let quiet = self.audit.mark();
+            tokio::time::sleep(QUIET).await;
+            let arrived = self.audit.arrived_since(&quiet);
+            for ns in &self.namespaces {
+                let writes = operator_writes(&arrived, ns);
+                if !writes.is_empty() {
+                    violations.push(format!("{ns}: {} writes once converged: {writes:?}", writes.len()));
+                }
+            }
+            // Peaks per parent: a pod is named by its parent's prefix and 5 characters.
+            let entries = self.audit.since(mark);
+            let mut by_parent: HashMap<(String, String), Vec<Entry>> = HashMap::new();
+            for e in entries.iter().filter(|e| e.object_ref.resource == "pods" && e.object_ref.subresource.is_none()) {
+                let (Some(ns), Some(name)) = (&e.object_ref.namespace, &e.object_ref.name) else { continue };
+                if let Some(parent) = name.get(..name.len().saturating_sub(6)) {
+                    by_parent.entry((ns.clone(), parent.to_string())).or_default().push(e.clone());
+                }
+            }
+            for ((ns, parent), asked) in &mut self.asked {
+                let pods = by_parent.get(&(ns.clone(), parent.clone())).map(Vec::as_slice).unwrap_or_default();
+                // Pods made since the mark, less those deleted, on top of those it had.
+                let peak = asked.start as usize + peak_active_pods(pods, ns, 0);
+                if peak > asked.most as usize {
+                    violations
+                        .push(format!("{ns}/{parent}: {peak} active pods at once, asked for at most {}", asked.most));
+                }
+                *asked = Asked::new(asked.now);
+            }
+            (violations, took)
+        }
+    }
+
+    #[tokio::test]
+    #[ignore = "`make soak`: minutes of faults over a thousand parents"]
+    async fn faults_for_minutes_over_a_thousand_parents() {
+        let seed = seed();
+        let minutes = env_or("SOAK_MINUTES", 30);
+        let parents = env_or("SOAK_PARENTS", 1000) as usize;
+        println!("FAULT_SEED={seed} SOAK_MINUTES={minutes} SOAK_PARENTS={parents}");
+        let mut rng = Rng::new(seed);
+        let client = common::client().await;
+        common::require_sim_node(&client).await;
+        let shard = format!("soak-{}", std::process::id());
+        let label = [("podset.dev/test-shard", shard.as_str())];
+        let per_namespace = 100;
+        let mut namespaces = Vec::new();
+        for i in 0..parents.div_ceil(per_namespace) {
+            namespaces.push(common::namespace_labelled(&client, &format!("soak{i}"), &label).await);
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = common::service_account_kubeconfig(&client, dir.path()).await;
+        let languages = ["podset.wasm", "podset-ts.wasm", "podset-go.wasm"];
+        let module = dir.path().join("podset.wasm");
+        std::fs::copy(policy_dir().join(languages[0]), &module).expect("the policy");
+        let selector = format!("podset.dev/test-shard={shard}");
+        let replica = |identity: &str| {
+            let args = [
+                "--leader-elect",
+                "--lease-namespace",
+                "podset-system",
+                "--lease-name",
+                &shard,
+                "--lease-duration",
+                "6s",
+                "--lease-renew-deadline",
+                "4s",
+                "--lease-identity",
+                identity,
+            ];
+            common::Operator::spawn_shard(identity, &selector, &[&module], &kubeconfig, &args)
+        };
+        let replicas = vec![replica(&format!("{shard}-a")), replica(&format!("{shard}-b"))];
+        for op in &replicas {
+            op.ready().await;
+        }
+        let mut soak = Soak {
+            client: client.clone(),
+            namespaces: namespaces.clone(),
+            asked: BTreeMap::new(),
+            replicas,
+            counted: vec![Counted::default(), Counted::default()],
+            module,
+            audit: AuditLog::open(),
+        };
+        for i in 0..parents {
+            let ns = &namespaces[i / per_namespace];
+            let name = format!("ps-{i}");
+            let replicas = rng.range(1, 3) as i32;
+            let api: Api<PodSet> = Api::namespaced(client.clone(), ns);
+            api.create(&PostParams::default(), &common::podset(&name, replicas)).await.expect("create PodSet");
+            soak.asked.insert((ns.clone(), name), Asked::new(replicas));
+        }
+        let took = soak.converged(Duration::from_secs(600)).await.expect("the first convergence");
+        println!("{parents} parents converged in {took:?}");
+
+        let started = Instant::now();
+        let mut violations = Vec::new();
+        // RSS each minute, per process (replica, its process): a leader killed is young again.
+        let mut rss: BTreeMap<(usize, usize), Vec<u64>> = BTreeMap::new();
+        let mut actions: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut last_restart: Option<Instant> = None;
+        let mut language = 0;
+        let mut minute = 0;
+        while started.elapsed() < Duration::from_secs(minutes * 60) {
+            minute += 1;
+            let mark = soak.audit.mark();
+            let window = Instant::now();
+            let mut down: Option<usize> = None;
+            while window.elapsed() < Duration::from_secs(60) {
+                match rng.range(0, 99) {
+                    0..=69 => {
+                        let i = rng.range(0, parents as u64 - 1) as usize;
+                        let ns = namespaces[i / per_namespace].clone();
+                        soak.scale(&ns, &format!("ps-{i}"), rng.range(1, 4) as i32).await;
+                        *actions.entry("spec change").or_default() += 1;
+                    }
+                    70..=79 => {
+                        language = (language + 1) % languages.len();
+                        // Renamed into place, as a deploy would: never half a module.
+                        let next = soak.module.with_extension("next");
+                        std::fs::copy(policy_dir().join(languages[language]), &next).expect("a policy");
+                        std::fs::rename(&next, &soak.module).expect("swap the policy");
+                        *actions.entry("policy swap").or_default() += 1;
+                    }
+                    80..=91 if down.is_none() => {
+                        if let Some(i) = soak.leader().await {
+                            soak.scrape(None).await;
+                            kill(&mut soak.replicas[i], rng.range(0, 1) == 0);
+                            soak.counted[i].restarted();
+                            down = Some(i);
+                            *actions.entry("leader killed").or_default() += 1;
+                        }
+                    }
+                    80..=91 => {
+                        if let Some(i) = down.take() {
+                            soak.replicas[i].respawn();
+                        }
+                    }
+                    _ if last_restart.is_none_or(|t| t.elapsed() > Duration::from_secs(180)) => {
+                        let signal = if rng.range(0, 1) == 0 { "KILL" } else { "TERM" };
+                        let script = common::workspace().join("hack/cluster.sh");
+                        let status = tokio::process::Command::new(script)
+                            .args(["restart", "kube-apiserver", signal])
+                            .env("CLUSTER_DIR", cluster_dir())
+                            .status()
+                            .await
+                            .expect("hack/cluster.sh");
+                        assert!(status.success(), "restarting the API server");
+                        last_restart = Some(Instant::now());
+                        *actions.entry("API server restarted").or_default() += 1;
+                    }
+                    _ => {}
+                }
+                tokio::time::sleep(Duration::from_millis(rng.range(200, 3000))).await;
+                soak.scrape(down).await;
+            }
+            if let Some(i) = down.take() {
+                soak.replicas[i].respawn();
+            }
+            for op in &soak.replicas {
+                op.ready().await;
+            }
+            let (v, took) = soak.check(&mark).await;
+            let leader = soak.leader().await.unwrap_or(0);
+            let (lead, stand) = (soak.replicas[leader].rss_kib(), soak.replicas[1 - leader].rss_kib());
+            for (i, op) in soak.replicas.iter().enumerate() {
+                rss.entry((i, soak.counted[i].process)).or_default().push(op.rss_kib());
+            }
+            let (reconciles, failures, exits) = soak.totals().await;
+            println!(
+                "minute {minute}: converged in {took:.1?}, {} violations; RSS leader {} MiB, standby {} MiB; \
+                 {reconciles} reconciles, {failures} failed; {exits} exits on a lost Lease; {actions:?}",
+                v.len(),
+                lead / 1024,
+                stand / 1024
+            );
+            for line in &v {
+                println!("    violation: {line}");
+            }
+            violations.extend(v);
+        }
+        let (reconciles, failures, exits) = soak.totals().await;
+        let longest = rss.values().max_by_key(|v| v.len()).cloned().unwrap_or_default();
+        let every = rss.values().flatten().copied().max().unwrap_or(0);
+        println!(
+            "soak: {minute} minutes, {parents} parents, {} violations; the longest-lived process ({} minutes): RSS \
+             first {} MiB, last {} MiB, max {} MiB (max of any process {} MiB; {} processes); {reconciles} \
+             reconciles, {failures} failed ({:.2} %); {exits} exits on a lost Lease; {actions:?}",
+            violations.len(),
+            longest.len(),
+            longest.first().copied().unwrap_or(0) / 1024,
+            longest.last().copied().unwrap_or(0) / 1024,
+            longest.iter().max().copied().unwrap_or(0) / 1024,
+            every / 1024,
+            rss.len(),
+            100.0 * failures / reconciles.max(1.0),
+        );
+        println!(
+            "RSS per process, MiB each minute: {:?}",
+            rss.values().map(|v| v.iter().map(|k| k / 1024).collect::<Vec<_>>()).collect::<Vec<_>>()
+        );
+        assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
+        for ns in &namespaces {
+            common::delete_namespace(&client, ns).await;
+        }
+    }
+}

@@ -136,7 +136,12 @@ impl Operator {
     }
 
     pub async fn metrics(&self) -> String {
-        http_get(self.port, "/metrics").await.unwrap_or_else(|| panic!("no /metrics (log: {})", self.log.display()))
+        self.try_metrics().await.unwrap_or_else(|| panic!("no /metrics (log: {})", self.log.display()))
+    }
+
+    /// `/metrics`, or `None` while nothing answers (starting, exited).
+    pub async fn try_metrics(&self) -> Option<String> {
+        http_get(self.port, "/metrics").await
     }
 
     /// Sum of every sample of `metric` (all label sets) whose labels contain `filter`.
