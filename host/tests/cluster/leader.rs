@@ -274,16 +274,7 @@ async fn a_leader_paused_past_its_lease_writes_nothing_once_resumed() {
 /// asked for but those.
 #[tokio::test]
 async fn a_leader_cut_off_from_the_api_server_writes_nothing_after_its_deadline() {
-    let upstream: std::net::SocketAddr = common::api_server_url()
-        .trim_start_matches("https://")
-        .trim_end_matches('/')
-        .parse()
-        .expect("the test API server listens on an address");
-    let proxy = common::proxy::Proxy::start(upstream).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("via-proxy.kubeconfig");
-    let token = common::cluster_env("APISERVER_TOKEN").expect("the cluster's env names its APISERVER_TOKEN");
-    common::write_kubeconfig(&kubeconfig, &format!("https://{}", proxy.addr), &token);
+    let (proxy, _dir, kubeconfig) = via_proxy().await;
     let m = mid_reconcile("cut-off", Some(&kubeconfig)).await;
     proxy.hold();
     let held = SystemTime::now();
@@ -313,16 +304,7 @@ async fn a_leader_cut_off_from_the_api_server_writes_nothing_after_its_deadline(
 /// names the API server generated: 11 of 10 in 2 of 3 runs, 2026-11-26.)
 #[tokio::test]
 async fn a_leader_whose_path_delivers_its_creates_late_adds_no_pod() {
-    let upstream: std::net::SocketAddr = common::api_server_url()
-        .trim_start_matches("https://")
-        .trim_end_matches('/')
-        .parse()
-        .expect("the test API server listens on an address");
-    let proxy = common::proxy::Proxy::start(upstream).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("via-proxy.kubeconfig");
-    let token = common::cluster_env("APISERVER_TOKEN").expect("the cluster's env names its APISERVER_TOKEN");
-    common::write_kubeconfig(&kubeconfig, &format!("https://{}", proxy.addr), &token);
+    let (proxy, _dir, kubeconfig) = via_proxy().await;
     let m = mid_reconcile("stalled", Some(&kubeconfig)).await;
     proxy.hold();
     let held = SystemTime::now();
@@ -355,6 +337,22 @@ async fn a_leader_whose_path_delivers_its_creates_late_adds_no_pod() {
         late.len()
     );
     m.env.cleanup().await;
+}
+
+/// A proxy in front of the test API server, and a kubeconfig (in the directory returned
+/// with it) that reaches the server through it.
+async fn via_proxy() -> (common::proxy::Proxy, tempfile::TempDir, std::path::PathBuf) {
+    let upstream: std::net::SocketAddr = common::api_server_url()
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("the test API server listens on an address");
+    let proxy = common::proxy::Proxy::start(upstream).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("via-proxy.kubeconfig");
+    let token = common::cluster_env("APISERVER_TOKEN").expect("the cluster's env names its APISERVER_TOKEN");
+    common::write_kubeconfig(&kubeconfig, &format!("https://{}", proxy.addr), &token);
+    (proxy, dir, kubeconfig)
 }
 
 /// Waits for the first pod of a reconcile: the next slow-start batch is then under way.
