@@ -1277,7 +1277,10 @@ mod soak {
         let seed = seed();
         let minutes = env_or("SOAK_MINUTES", 30);
         let parents = env_or("SOAK_PARENTS", 1000) as usize;
-        println!("FAULT_SEED={seed} SOAK_MINUTES={minutes} SOAK_PARENTS={parents}");
+        // SOAK_FAULTS=changes: spec changes and policy swaps only, so that one process
+        // lives the whole run and its RSS over time says whether it leaks.
+        let only_changes = std::env::var("SOAK_FAULTS").is_ok_and(|v| v == "changes");
+        println!("FAULT_SEED={seed} SOAK_MINUTES={minutes} SOAK_PARENTS={parents} only changes: {only_changes}");
         let mut rng = Rng::new(seed);
         let client = common::client().await;
         common::require_sim_node(&client).await;
@@ -1363,7 +1366,7 @@ mod soak {
                         std::fs::rename(&next, &soak.module).expect("swap the policy");
                         *actions.entry("policy swap").or_default() += 1;
                     }
-                    80..=91 if down.is_none() => {
+                    80..=91 if down.is_none() && !only_changes => {
                         if let Some(i) = soak.leader().await {
                             soak.scrape(None).await;
                             kill(&mut soak.replicas[i], rng.range(0, 1) == 0);
@@ -1377,7 +1380,7 @@ mod soak {
                             soak.replicas[i].respawn();
                         }
                     }
-                    _ if last_restart.is_none_or(|t| t.elapsed() > Duration::from_secs(180)) => {
+                    _ if !only_changes && last_restart.is_none_or(|t| t.elapsed() > Duration::from_secs(180)) => {
                         let signal = if rng.range(0, 1) == 0 { "KILL" } else { "TERM" };
                         let script = common::workspace().join("hack/cluster.sh");
                         let status = tokio::process::Command::new(script)
