@@ -151,6 +151,39 @@ build_binaries() {
   fi
 }
 
+# build_k8s_once: on a machine that has not built Kubernetes and etcd yet (once per
+# machine, ~5 min on 2 cores), builds them at the lowest CPU priority, so that beside a
+# Rust build they take only what it leaves of the cores. Run it in a subshell (it renices
+# the shell it runs in), after hack/deps.sh (it needs Go). `hack/cluster.sh up` later
+# takes the build's lock and finds the cache filled.
+build_k8s_once() {
+  hack/k8s-binaries.sh --cached >/dev/null 2>&1 && return
+  renice -n 19 -p "$BASHPID" >/dev/null
+  PHASE_PREFIX="background: " phase "building Kubernetes and etcd"
+  hack/k8s-binaries.sh >/dev/null
+  phase_end
+}
+
+# k8s_in_background: build_k8s_once in the background, when there is anything to build;
+# k8s_built waits for it, following its log.
+k8s_in_background() {
+  K8S_BUILD_PID=""
+  hack/k8s-binaries.sh --cached >/dev/null 2>&1 && return
+  K8S_BUILD_LOG=$(mktemp)
+  log "building Kubernetes and etcd in the background, at the lowest CPU priority (log: $K8S_BUILD_LOG)"
+  (build_k8s_once) >"$K8S_BUILD_LOG" 2>&1 &
+  K8S_BUILD_PID=$!
+}
+
+# k8s_built: waits for k8s_in_background's build, if one runs, following its log.
+k8s_built() {
+  [ -n "${K8S_BUILD_PID:-}" ] || return 0
+  tail -n +1 --pid="$K8S_BUILD_PID" -f "$K8S_BUILD_LOG" >&2
+  wait "$K8S_BUILD_PID" || die "building Kubernetes and etcd failed (log above)"
+  rm -f "$K8S_BUILD_LOG"
+  K8S_BUILD_PID=""
+}
+
 # test_build: what a run of tests against a private control plane builds first (`make
 # fuzz-cluster`, `make soak`): the shared test build, linted, and the cluster's packages.
 test_build() {

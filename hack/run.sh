@@ -28,6 +28,7 @@ cold=""
 missing=$(hack/deps.sh "${embedded:+cluster}" --missing) && cold="~1 min: $missing"
 step 1 "Debian packages" "$cold"
 hack/deps.sh ${embedded:+cluster}
+[ -z "$embedded" ] || k8s_in_background
 
 cold=""
 [ -x target/debug/podset-host ] && [ -x target/debug/podset-node-sim ] || cold="~6 min"
@@ -42,8 +43,9 @@ hack/policy.sh
 
 if [ -n "$embedded" ]; then
   cold=""
-  hack/k8s-binaries.sh --cached >/dev/null 2>&1 || cold="~7 min to build Kubernetes and etcd from Go modules, once per machine"
+  [ -z "$K8S_BUILD_PID" ] || cold="Kubernetes and etcd built from Go modules once per machine, in the background since step 1"
   step 4 "starting the embedded control plane" "$cold"
+  k8s_built
   hack/cluster.sh up
   export KUBECONFIG="$ROOT/.cluster/kubeconfig" PATH="$ROOT/.cluster/bin:$PATH"
   log "embedded control plane: export KUBECONFIG=$KUBECONFIG PATH=$ROOT/.cluster/bin:\$PATH"

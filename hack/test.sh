@@ -30,9 +30,11 @@ trap 'rm -f "$results" "$background_log" "$PHASE_LOG"' EXIT
 
 # Every Debian package in one apt-get step, in the background: downloading and unpacking
 # overlap the first build, which needs none of them (check.sh's own deps step waits for
-# this one, with the packages it needs itself).
+# this one, with the packages it needs itself). Then, on a machine that has not built
+# them yet, Kubernetes and etcd, at the lowest CPU priority: they take what the build
+# leaves of the cores.
 deps_log="$(mktemp)"
-hack/deps.sh cluster >"$deps_log" 2>&1 &
+(hack/deps.sh cluster && build_k8s_once) >"$deps_log" 2>&1 &
 deps=$!
 
 phase "formatting"
@@ -49,11 +51,10 @@ log "background, at the lowest CPU priority: rustdoc (its log follows the doc te
 ) >"$background_log" 2>&1 &
 background=$!
 
-wait "$deps" || { cat "$deps_log" >&2; die "installing the Debian packages failed"; }
+phase "control plane up (Kubernetes and etcd are built once per machine)"
+wait "$deps" || { cat "$deps_log" >&2; die "installing the Debian packages or building Kubernetes failed"; }
 cat "$deps_log" >&2
 rm -f "$deps_log"
-
-phase "control plane up (Kubernetes and etcd are built once per machine)"
 test_cluster "$ROOT/.cluster-test"
 trap 'rm -f "$results" "$background_log" "$PHASE_LOG"; hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
 phase_end
