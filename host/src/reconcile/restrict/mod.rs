@@ -419,6 +419,19 @@ fn plural<'a>(singular: &'a str, plural: &'a str, n: usize) -> &'a str {
     if n == 1 { singular } else { plural }
 }
 
+/// `volume "a" uses restricted volume type "nfs"`, `containers "a", "b" use …`: upstream's
+/// wording, singular or plural on each side.
+fn uses<S: AsRef<str>, T: AsRef<str>>(who: (&str, &str), names: &[S], what: (&str, &str), values: &[T]) -> String {
+    format!(
+        "{} {} {} {} {}",
+        plural(who.0, who.1, names.len()),
+        join_quote(names),
+        plural("uses", "use", names.len()),
+        plural(what.0, what.1, values.len()),
+        join_quote(values)
+    )
+}
+
 /// `container "a"` or `containers "a", "b"`.
 fn named(names: &[&str]) -> String {
     format!("{} {}", plural("container", "containers", names.len()), join_quote(names))
@@ -588,13 +601,11 @@ pub fn violations(annotations: Option<&Value>, spec: &Value) -> Vec<Violation> {
         if let Some(field) = first {
             let names: Vec<String> = names.into_iter().collect();
             let hosts: Vec<String> = hosts.into_iter().collect();
-            let detail = format!(
-                "{} {} {} {} {}",
-                plural("container", "containers", names.len()),
-                join_quote(&names),
-                plural("uses", "use", names.len()),
-                plural("probe or lifecycle host", "probe or lifecycle hosts", hosts.len()),
-                join_quote(&hosts)
+            let detail = uses(
+                ("container", "containers"),
+                &names,
+                ("probe or lifecycle host", "probe or lifecycle hosts"),
+                &hosts,
             );
             add("hostProbesAndHostLifecycle", field, "probe or lifecycle host", detail);
         }
@@ -830,14 +841,8 @@ pub fn violations(annotations: Option<&Value>, spec: &Value) -> Vec<Violation> {
         }
         if let Some(field) = first {
             let types: Vec<&str> = types.into_iter().collect();
-            let detail = format!(
-                "{} {} {} {} {}",
-                plural("volume", "volumes", names.len()),
-                join_quote(&names),
-                plural("uses", "use", names.len()),
-                plural("restricted volume type", "restricted volume types", types.len()),
-                join_quote(&types)
-            );
+            let detail =
+                uses(("volume", "volumes"), &names, ("restricted volume type", "restricted volume types"), &types);
             add("restrictedVolumes", field, "restricted volume types", detail);
         }
     }
