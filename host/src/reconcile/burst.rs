@@ -48,7 +48,7 @@ impl InFlight {
 }
 
 /// A reconcile in flight. Dropped, and the last of a burst, it gives the heap back
-/// on a blocking thread: `malloc_trim` walks every arena.
+/// on a blocking thread: `mi_collect` walks every heap.
 pub struct Started<'a>(&'a InFlight);
 
 impl Drop for Started<'_> {

@@ -141,17 +141,38 @@ pub fn serve(limits: &Limits, heap_limit: u64) -> io::Result<u8> {
 /// Caps this process's heap: private writable memory, which is what the compiler
 /// allocates. It would count an instance pool's table slots too, which is why the
 /// child's engine has none.
+///
+/// `RLIMIT_DATA` holds for mappings made after it is set, and the allocator (mimalloc,
+/// see `heap.rs`) maps its first arena writable as the process starts, before any code
+/// of ours runs: set in place, the cap would not hold within that arena (a 20 000-function
+/// module compiled under a 32 MiB cap). So the cap is set, then this process starts
+/// again under it (`exec` of the same binary with the same arguments; the image started
+/// under the cap finds it set and goes on).
 fn limit_heap(bytes: u64) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     {
+        use std::os::unix::process::CommandExt as _;
+
+        let mut now = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit writes the struct it is given.
+        if unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut now) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if now.rlim_cur <= bytes {
+            return Ok(());
+        }
         let limit = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
         // SAFETY: setrlimit reads the struct it is given and changes only this
         // process's limit.
         if unsafe { libc::setrlimit(libc::RLIMIT_DATA, &limit) } != 0 {
             return Err(io::Error::last_os_error());
         }
+        // Returns only if the exec failed.
+        Err(Command::new("/proc/self/exe").args(std::env::args_os().skip(1)).exec())
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = bytes;
-    Ok(())
+    {
+        let _ = bytes;
+        Ok(())
+    }
 }
