@@ -45,7 +45,7 @@ tests() {
   # the operator binary they run in target/debug/ too); `make test` (CHECK_RESULTS set)
   # every target at once, the cluster tests and benchmarks too, so that what runs next has
   # nothing left to compile. After touching one host source file (2026-11-28): 20 s for
-  # every target, 17 s for these.
+  # every target, 17-23 s for these (two measurements that day).
   phase "building, clippy in the build (native)"
   lint_in_build
   if [ -n "${CHECK_RESULTS:-}" ]; then
