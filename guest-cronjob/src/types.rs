@@ -116,7 +116,7 @@ pub struct JobReference {
 #[cfg(not(target_arch = "wasm32"))]
 pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
     use kube::CustomResourceExt;
-    let mut crd = CronJob::crd();
+    let mut crd = policy_sdk::crd::observed(CronJob::crd());
     for version in &mut crd.spec.versions {
         let template = version
             .schema

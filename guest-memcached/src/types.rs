@@ -64,7 +64,7 @@ pub struct MemcachedStatus {
 #[cfg(not(target_arch = "wasm32"))]
 pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
     use kube::CustomResourceExt;
-    Ok(format!("---\n{}", serde_yaml::to_string(&Memcached::crd())?))
+    Ok(format!("---\n{}", serde_yaml::to_string(&policy_sdk::crd::observed(Memcached::crd()))?))
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]

@@ -98,7 +98,7 @@ pub struct NetperfStatus {
 #[cfg(not(target_arch = "wasm32"))]
 pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
     use kube::CustomResourceExt;
-    Ok(format!("---\n{}", serde_yaml::to_string(&Netperf::crd())?))
+    Ok(format!("---\n{}", serde_yaml::to_string(&policy_sdk::crd::observed(Netperf::crd()))?))
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]

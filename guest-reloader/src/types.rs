@@ -66,7 +66,7 @@ pub struct ConfigReloadStatus {
 #[cfg(not(target_arch = "wasm32"))]
 pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
     use kube::CustomResourceExt;
-    Ok(format!("---\n{}", serde_yaml::to_string(&ConfigReload::crd())?))
+    Ok(format!("---\n{}", serde_yaml::to_string(&policy_sdk::crd::observed(ConfigReload::crd()))?))
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]

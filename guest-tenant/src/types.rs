@@ -79,7 +79,7 @@ pub struct TenantStatus {
 #[cfg(not(target_arch = "wasm32"))]
 pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
     use kube::CustomResourceExt;
-    Ok(format!("---\n{}", serde_yaml::to_string(&Tenant::crd())?))
+    Ok(format!("---\n{}", serde_yaml::to_string(&policy_sdk::crd::observed(Tenant::crd()))?))
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]

@@ -14,9 +14,20 @@ pub const RECONCILE_FAILED: &str = "ReconcileFailed";
 /// an earlier one to be ready (`podset.dev/wave`), saying which waits for what.
 pub const WAITING_FOR_WAVE: &str = "WaitingForWave";
 
+/// The condition GitOps tools read (kstatus, `sigs.k8s.io/cli-utils`) as "converging":
+/// set True while a parent's children are being written or are not ready yet, removed
+/// once they all are.
+pub const RECONCILING: &str = "Reconciling";
+
+/// The condition kstatus reads as "failed": set True beside `PolicyFailed` or
+/// `ReconcileFailed`. A policy is a pure function of its input, so the failure recurs
+/// until that input changes: what kstatus means by a controller that cannot progress.
+pub const STALLED: &str = "Stalled";
+
 /// Conditions the operator itself owns; a policy may not set them. Each reconcile
-/// leaves at most one of them, describing how that reconcile ended.
-pub const HOST_CONDITIONS: &[&str] = &[POLICY_FAILED, RECONCILE_FAILED, WAITING_FOR_WAVE];
+/// leaves at most one of the first three, describing how that reconcile ended, and
+/// at most one of `Reconciling` and `Stalled`, saying the same to kstatus.
+pub const HOST_CONDITIONS: &[&str] = &[POLICY_FAILED, RECONCILE_FAILED, WAITING_FOR_WAVE, RECONCILING, STALLED];
 
 /// Puts `new` in `conditions` in place of any condition of its type. Its
 /// `lastTransitionTime` is kept from `previous` when the status there was the same.

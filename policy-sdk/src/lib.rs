@@ -21,6 +21,8 @@
 //! memory and its pages stay within those the host keeps resident between instances.
 
 pub mod conditions;
+#[cfg(all(feature = "schemars", feature = "k8s", not(target_arch = "wasm32")))]
+pub mod crd;
 pub mod heap;
 #[cfg(feature = "reconcile")]
 pub mod lookups;

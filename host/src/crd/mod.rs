@@ -70,6 +70,9 @@ pub struct PolicyRef {
 /// Observed state, written by the operator.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// Defaulted so that a PodSet just created reads as not yet observed: GitOps tools
+// (kstatus) read an object without `observedGeneration` as already current.
+#[schemars(extend("default" = {"observedGeneration": 0}))]
 pub struct PodSetStatus {
     /// Names of the active pods, sorted.
     #[serde(default)]

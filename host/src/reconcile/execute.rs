@@ -15,6 +15,7 @@ use serde_json::json;
 use super::keys::ChildKey;
 use super::observe::Observed;
 use super::plan::{Checked, Child, Doomed, Note};
+use super::progress;
 use super::slots;
 use super::status::{self, Ended, Outcome};
 use super::waves::{self, Teardown};
@@ -103,8 +104,8 @@ pub async fn execute(
     }
     if !checked.fold_status {
         let digest = admitted.policy.digest().to_string();
-        let waiting = checked.waiting.as_deref();
-        let next = status::next(parent, Ended::Decided { status: checked.status, digest: &digest, waiting });
+        let progress = progress::of(&checked, observed);
+        let next = status::next(parent, Ended::Decided { status: checked.status, digest: &digest, progress });
         if status::write(&ctx.client, &ctx.written, &observed.parent_ref(), parent, next).await? == Outcome::Conflict {
             return Ok(AFTER_CONFLICT);
         }

@@ -5,7 +5,8 @@
 //! names [`lookups`] not yet answered) →
 //! [`check`] (the plan against the parent; [`restrict`]s pods) → [`waves`] (holds back
 //! what waits for an earlier wave to be [`readiness`]-ready) →
-//! [`execute`] (children, Events, finalizer) → [`status`] (written only when changed).
+//! [`execute`] (children, Events, finalizer) → [`status`] (written only when changed, with
+//! the [`progress`] GitOps tools read).
 //!
 //! [`shadow`] policies decide beside the live one and are compared, never performed;
 //! [`record`] writes decisions as scenario files.
@@ -28,6 +29,7 @@ pub mod kind;
 pub mod lookups;
 pub mod observe;
 pub mod plan;
+pub mod progress;
 pub mod readiness;
 pub mod record;
 pub mod restrict;

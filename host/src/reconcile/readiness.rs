@@ -6,7 +6,9 @@
 //! any, True. A pure function of one object: a restart computes the same answer.
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
+
+use crate::kubernetes::object::Object;
 
 /// The annotation on a child with the rules that say it is ready, as a JSON list; each
 /// rule is `{"condition": "Type"}` (that condition True, for the object's current
@@ -47,6 +49,62 @@ pub fn ready(kind: &str, object: &Value) -> Result<(), String> {
         return rules(annotation)?.iter().try_for_each(|rule| holds(rule, object));
     }
     kstatus(kind, object)
+}
+
+/// Whether a child has settled, for its parent's `Reconciling` ([`super::progress`]):
+/// ready, except as kstatus has it for what runs to an end of its own: a Job once it
+/// has started, a Pod that succeeded. (A wave, by contrast, waits for its Job to
+/// complete: a migration before the server.)
+pub fn settled(kind: &str, object: &Value) -> Result<(), String> {
+    let verdict = ready(kind, object);
+    let deleting = object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+    let stated = object.pointer(&format!("/metadata/annotations/{}", READY_WHEN.replace('/', "~1"))).is_some();
+    if verdict.is_err() && !deleting && !stated {
+        let has = |p: &str| object.pointer(p).is_some_and(|v| !v.is_null());
+        let ran = match kind {
+            "Job" => has("/status/startTime"),
+            "Pod" => object.pointer("/status/phase").is_some_and(|p| p == "Succeeded"),
+            _ => false,
+        };
+        if ran {
+            return Ok(());
+        }
+    }
+    verdict
+}
+
+/// What these rules read of a cached object, as JSON: its metadata's generation,
+/// deletion time and annotations, its status, and its spec where a rule reads it (the
+/// workload kinds' replicas; anything for a [`READY_WHEN`] rule). Not the whole
+/// object: a pod's managed fields and spec are most of it, and a parent's convergence
+/// is read at every decision.
+pub fn view(kind: &str, o: &Object) -> Value {
+    let meta = &o.metadata;
+    let stated = meta.annotations.as_ref().is_some_and(|a| a.contains_key(READY_WHEN));
+    let mut v = if stated {
+        serde_json::from_str(&o.body()).unwrap_or_else(|_| json!({}))
+    } else {
+        let mut v = Map::new();
+        for field in ["status", "spec"] {
+            if field == "spec" && !matches!(kind, "Deployment" | "StatefulSet" | "ReplicaSet") {
+                continue;
+            }
+            if let Ok(Some(value)) = o.parse::<Value>(field) {
+                v.insert(field.into(), value);
+            }
+        }
+        Value::Object(v)
+    };
+    if let Some(m) = v.as_object_mut() {
+        let metadata = json!({
+            "name": meta.name,
+            "generation": meta.generation,
+            "deletionTimestamp": meta.deletion_timestamp,
+            "annotations": meta.annotations,
+        });
+        m.insert("metadata".into(), metadata);
+    }
+    v
 }
 
 fn generation(object: &Value) -> Option<i64> {

@@ -1,12 +1,13 @@
 //! The parent's next status, and writing it only when it changed.
 //!
 //! Any kind works the same way: the status is JSON; the policy's status replaces the
-//! current one; the host keeps one condition of its own, `PolicyFailed`, set while the
-//! policy cannot decide and cleared when it can, and records in [`DIGEST_FIELD`] the
-//! digest of the policy that decided last. A status equal to the current one is
-//! not written, nor one equal to what this operator last wrote when the parent has
-//! not changed since: a CRD whose schema prunes or defaults part of what a policy
-//! writes would otherwise be written at every reconcile.
+//! current one; the host keeps conditions of its own ([`HOST_CONDITIONS`]): how the
+//! reconcile ended (`PolicyFailed`, `ReconcileFailed`, `WaitingForWave`) and what GitOps
+//! tools read (`Reconciling`, `Stalled`, with `observedGeneration`), and records in
+//! [`DIGEST_FIELD`] the digest of the policy that decided last. A status equal to the
+//! current one is not written, nor one equal to what this operator last wrote when the
+//! parent has not changed since: a CRD whose schema prunes or defaults part of what a
+//! policy writes would otherwise be written at every reconcile.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -18,7 +19,8 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use super::keys::ParentRef;
-use crate::conditions::{self, HOST_CONDITIONS};
+use super::progress::Progress;
+use crate::conditions::{self, HOST_CONDITIONS, RECONCILING, STALLED, WAITING_FOR_WAVE};
 use crate::kubernetes::object::Object;
 use crate::kubernetes::scope::api_for;
 use crate::reconcile::error::Result;
@@ -31,11 +33,16 @@ use crate::reconcile::error::Result;
 /// not record the digest, and nothing is written again for it (see [`Written`]).
 pub const DIGEST_FIELD: &str = "policyDigest";
 
+/// The status field kstatus compares with `metadata.generation`: the generation the
+/// status describes. A policy may write it (the PodSet world does); else the host
+/// writes the generation it decided, or failed to decide, for.
+pub const OBSERVED_GENERATION: &str = "observedGeneration";
+
 /// How a reconcile ended, for the status it leaves.
 pub enum Ended<'a> {
-    /// The policy of `digest` decided, and wrote `status` if it wrote one; `waiting`
-    /// says what a held wave waits for.
-    Decided { status: Option<Value>, digest: &'a str, waiting: Option<&'a str> },
+    /// The policy of `digest` decided, and wrote `status` if it wrote one; `progress`
+    /// says whether the parent has converged.
+    Decided { status: Option<Value>, digest: &'a str, progress: Progress },
     /// The policy could not decide, or its decision was refused.
     Failed(Failure<'a>),
 }
@@ -55,18 +62,33 @@ pub struct Next {
 }
 
 /// The status `parent` should have after a reconcile that `ended` so: the policy's
-/// status when it decided one (else the current one), the deciding digest, and the
-/// host's conditions: a failure's set, the others cleared.
+/// status when it decided one (else the current one), the deciding digest, the
+/// generation observed, and the host's conditions: those this end calls for set, the
+/// others cleared.
 pub fn next(parent: &Object, ended: Ended<'_>) -> Next {
     let current = current(parent);
-    let (from_policy, digest, failure) = match ended {
-        Ended::Decided { status, digest, waiting: None } => (status, Some(digest), None),
-        Ended::Decided { status, digest, waiting: Some(message) } => {
-            let waiting = Failure { condition: conditions::WAITING_FOR_WAVE, reason: "WaitingForWave", message };
-            (status, Some(digest), Some(waiting))
+    let generation = parent.metadata.generation;
+    let (from_policy, digest, set) = match ended {
+        Ended::Decided { status, digest, progress } => {
+            let set = match progress {
+                Progress::Converged => vec![],
+                Progress::Converging { reason, message } => vec![(RECONCILING, reason.to_string(), message)],
+                Progress::WaitingForWave(message) => vec![
+                    (WAITING_FOR_WAVE, "WaitingForWave".to_string(), message.clone()),
+                    (RECONCILING, "WaitingForWave".to_string(), message),
+                ],
+            };
+            (status, Some(digest), set)
         }
-        Ended::Failed(f) => (None, None, Some(f)),
+        Ended::Failed(f) => {
+            let set = vec![
+                (f.condition, f.reason.to_string(), f.message.to_string()),
+                (STALLED, f.reason.to_string(), f.message.to_string()),
+            ];
+            (None, None, set)
+        }
     };
+    let policy_observed = from_policy.as_ref().is_some_and(|s| s.get(OBSERVED_GENERATION).is_some());
     let mut next = from_policy.unwrap_or_else(|| current.clone());
     let previous: Vec<Condition> = conditions_of(&current);
     let mut list: Vec<Condition> = conditions_of(&next);
@@ -76,16 +98,21 @@ pub fn next(parent: &Object, ended: Ended<'_>) -> Next {
     if let Some(d) = digest {
         map.insert(DIGEST_FIELD.into(), Value::from(d));
     }
+    // What this reconcile said (converged, converging, stalled) is about this
+    // generation; a policy that keeps its own count is left to it.
+    if let Some(g) = generation.filter(|_| !policy_observed) {
+        map.insert(OBSERVED_GENERATION.into(), Value::from(g));
+    }
     let host = |c: &Condition| HOST_CONDITIONS.contains(&c.type_.as_str());
     let had = list.iter().any(host) || previous.iter().any(host);
     list.retain(|c| !host(c));
-    if let Some(f) = &failure {
-        let new = conditions::new(f.condition, "True", f.reason, f.message, parent.metadata.generation);
+    for (type_, reason, message) in &set {
+        let new = conditions::new(type_, "True", reason, message, generation);
         conditions::set(&mut list, &previous, new);
     }
-    // Touch `conditions` only when the host's condition is or was there: a status
+    // Touch `conditions` only when a host condition is or was there: a status
     // without conditions (or a schema without them) stays as the policy wrote it.
-    if failure.is_some() || had {
+    if !set.is_empty() || had {
         if list.is_empty() {
             map.remove("conditions");
         } else {
@@ -197,6 +224,7 @@ fn hash_of(v: &Value) -> u64 {
 mod tests {
     use super::*;
     use crate::conditions::{POLICY_FAILED, RECONCILE_FAILED};
+    use crate::reconcile::progress::CHILDREN_NOT_READY;
     use serde_json::json;
 
     fn parent(status: Value) -> Object {
@@ -210,7 +238,7 @@ mod tests {
     const DIGEST: &str = "sha256:new";
 
     fn decided(status: Value) -> Ended<'static> {
-        Ended::Decided { status: Some(status), digest: DIGEST, waiting: None }
+        Ended::Decided { status: Some(status), digest: DIGEST, progress: Progress::Converged }
     }
 
     #[test]
@@ -237,7 +265,9 @@ mod tests {
         )
         .status;
         assert_eq!(failed["nodes"], json!(["a"]), "what the policy wrote stays while it fails");
-        assert_eq!(failed["conditions"][0]["type"], json!(POLICY_FAILED));
+        assert_eq!(types(&failed), [POLICY_FAILED, STALLED], "Stalled beside it: kstatus reads Failed");
+        assert_eq!(failed["conditions"][1]["reason"], json!("DeadlineExceeded"));
+        assert_eq!(failed["observedGeneration"], json!(3), "the failure is this generation's");
         let p = parent(failed.clone());
         let again = next(
             &p,
@@ -246,12 +276,43 @@ mod tests {
         .status;
         assert_eq!(again, failed, "the same failure rewrites nothing (its transition time is kept)");
         let recovered = next(&p, decided(json!({ "nodes": ["a", "b"] }))).status;
-        assert_eq!(recovered, json!({ "nodes": ["a", "b"], "policyDigest": DIGEST }));
+        assert_eq!(recovered, json!({ "nodes": ["a", "b"], "policyDigest": DIGEST, "observedGeneration": 3 }));
         let refused = Failure { condition: RECONCILE_FAILED, reason: "FailedCreate", message: "quota" };
         let other = next(&p, Ended::Failed(refused)).status;
-        let types: Vec<&str> =
-            other["conditions"].as_array().expect("list").iter().filter_map(|c| c["type"].as_str()).collect();
-        assert_eq!(types, [RECONCILE_FAILED], "one host condition at a time: how this reconcile ended");
+        assert_eq!(types(&other), [RECONCILE_FAILED, STALLED], "one ending at a time: how this reconcile ended");
+    }
+
+    fn types(status: &Value) -> Vec<&str> {
+        let list = status["conditions"].as_array().map(Vec::as_slice).unwrap_or_default();
+        list.iter().filter_map(|c| c["type"].as_str()).collect()
+    }
+
+    #[test]
+    fn reconciling_says_converging_and_goes_once_converged() {
+        let p = parent(json!({ "nodes": [] }));
+        let progress = Progress::Converging { reason: CHILDREN_NOT_READY, message: "1 of 2 children not ready".into() };
+        let converging = next(&p, Ended::Decided { status: Some(json!({ "nodes": [] })), digest: DIGEST, progress });
+        let converging = converging.status;
+        assert_eq!(types(&converging), [RECONCILING]);
+        assert_eq!(converging["conditions"][0]["reason"], json!(CHILDREN_NOT_READY));
+        assert_eq!(converging["conditions"][0]["observedGeneration"], json!(3));
+        let waiting = Progress::WaitingForWave("Deployment web waits for Job migrate".into());
+        let held =
+            next(&parent(converging.clone()), Ended::Decided { status: None, digest: DIGEST, progress: waiting });
+        assert_eq!(types(&held.status), [RECONCILING, WAITING_FOR_WAVE]);
+        let done = next(&parent(held.status), decided(json!({ "nodes": ["a"] }))).status;
+        assert_eq!(
+            done,
+            json!({ "nodes": ["a"], "policyDigest": DIGEST, "observedGeneration": 3 }),
+            "converged: no host condition"
+        );
+    }
+
+    #[test]
+    fn a_policy_that_counts_generations_keeps_its_count() {
+        let p = parent(json!({}));
+        let lagging = next(&p, decided(json!({ "observedGeneration": 2 }))).status;
+        assert_eq!(lagging["observedGeneration"], json!(2));
     }
 
     #[test]
@@ -259,17 +320,20 @@ mod tests {
         let p = parent(json!({}));
         let s = json!({ "phase": "Done", "speedBitsPerSec": 1e9 });
         let next = next(&p, decided(s.clone()));
-        assert_eq!(next.status, json!({ "phase": "Done", "speedBitsPerSec": 1e9, "policyDigest": DIGEST }));
+        let written =
+            json!({ "phase": "Done", "speedBitsPerSec": 1e9, "policyDigest": DIGEST, "observedGeneration": 3 });
+        assert_eq!(next.status, written);
         assert_eq!(next.current, json!({}));
     }
 
     #[test]
     fn the_deciding_digest_is_recorded_and_kept_through_a_failure() {
-        let p = parent(json!({ "nodes": ["a"], "policyDigest": "sha256:old" }));
-        let unchanged = next(&p, Ended::Decided { status: None, digest: "sha256:old", waiting: None });
+        let p = parent(json!({ "nodes": ["a"], "policyDigest": "sha256:old", "observedGeneration": 3 }));
+        let unchanged = next(&p, Ended::Decided { status: None, digest: "sha256:old", progress: Progress::Converged });
         assert_eq!(unchanged.status, unchanged.current, "same policy, same status: nothing to write");
-        let swapped = next(&p, Ended::Decided { status: None, digest: DIGEST, waiting: None }).status;
-        assert_eq!(swapped, json!({ "nodes": ["a"], "policyDigest": DIGEST }), "a swap alone is one status write");
+        let swapped = next(&p, Ended::Decided { status: None, digest: DIGEST, progress: Progress::Converged }).status;
+        let expected = json!({ "nodes": ["a"], "policyDigest": DIGEST, "observedGeneration": 3 });
+        assert_eq!(swapped, expected, "a swap alone is one status write");
         let failed = Failure { condition: POLICY_FAILED, reason: "Trap", message: "unreachable" };
         let failed = next(&p, Ended::Failed(failed)).status;
         assert_eq!(failed["policyDigest"], json!("sha256:old"), "a failure decided nothing: the last digest stays");

@@ -8,12 +8,10 @@
 //! wave is on the child itself, so a restart computes the same gate and never creates
 //! out of order. Deletes and the status are never held.
 
-use serde_json::Value;
-
 use super::keys::ChildKey;
 use super::observe::{Observation, Observed};
 use super::plan::{Checked, Child};
-use super::readiness::{READY_WHEN, ready, rules};
+use super::readiness::{READY_WHEN, ready, rules, view};
 use crate::kubernetes::mark::{has_controller_reference, marked_uid};
 use crate::kubernetes::object::Object;
 
@@ -146,7 +144,7 @@ pub fn gate(checked: &mut Checked, observed: &Observed) -> Option<String> {
         if wave >= highest {
             continue;
         }
-        if let Err(why) = ready(&seen.resource.kind, &whole(o)) {
+        if let Err(why) = ready(&seen.resource.kind, &view(&seen.resource.kind, o)) {
             let name = o.metadata.name.clone().unwrap_or_default();
             blockers.push(Blocker { wave, why: format!("{} {name}: {why}", seen.resource.kind) });
         }
@@ -171,15 +169,6 @@ pub fn gate(checked: &mut Checked, observed: &Observed) -> Option<String> {
 
 fn name(c: &Child) -> &str {
     c.object.metadata.name.as_deref().or(c.object.metadata.generate_name.as_deref()).unwrap_or_default()
-}
-
-/// The cached object as the whole JSON readiness reads (metadata and body).
-fn whole(o: &Object) -> Value {
-    let mut v: Value = serde_json::from_str(&o.body()).unwrap_or(Value::Null);
-    if let (Some(m), Ok(meta)) = (v.as_object_mut(), serde_json::to_value(&o.metadata)) {
-        m.insert("metadata".into(), meta);
-    }
-    v
 }
 
 #[cfg(test)]

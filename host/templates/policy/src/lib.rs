@@ -73,11 +73,12 @@ impl Reconciler for Policy {
 
 policy_sdk::export_reconciler!(Policy);
 
-/// The CRD, as YAML (`cargo run --bin crdgen`).
+/// The CRD, as YAML (`cargo run --bin crdgen`), with the `status.observedGeneration`
+/// the operator writes (GitOps tools read health from it).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
     use kube::CustomResourceExt;
-    Ok(format!("---\n{}", serde_yaml::to_string(&{{Kind}}::crd())?))
+    Ok(format!("---\n{}", serde_yaml::to_string(&policy_sdk::crd::observed({{Kind}}::crd()))?))
 }
 
 #[cfg(test)]
