@@ -33,41 +33,6 @@ find_bin() { # name envvar cachedir
   return 1
 }
 
-ensure_go() {
-  command -v go >/dev/null || apt_install golang-go
-  # GOTOOLCHAIN (auto by default) lets an older Go fetch the toolchain a go.mod asks
-  # for from the module proxy; that needs Go >= 1.21 to start from.
-  local v
-  v=$(go env GOVERSION 2>/dev/null | sed -E 's/^go1\.([0-9]+).*/\1/')
-  [[ "$v" =~ ^[0-9]+$ ]] && [ "$v" -ge 21 ] || die "building Kubernetes needs Go >= 1.21 on PATH (found: $(go version 2>&1))"
-}
-
-# go_build MODULE_DIR OUT_DIR LDFLAGS PACKAGE... builds every package of one build
-# module in one `go build`, so that the packages they share compile once.
-go_build() {
-  local mod=$1 out=$2 ldflags=$3
-  shift 3
-  local tmp="$out.tmp.$$"
-  rm -rf "$tmp" && mkdir -p "$tmp"
-  # The build cache is only needed while building (~3 GB for Kubernetes); the module
-  # cache keeps the sources, checked against the committed go.sum.
-  local gocache="$CACHE_DIR/go-build"
-  log "go build in ${mod#"$ROOT"/}: ${*##*/} (log: $CACHE_DIR/${out##*/}.build.log)"
-  # go build prints nothing for minutes: a line every 30 s says it is still at work.
-  local t0=$SECONDS
-  (while sleep 30; do log "still building ${out##*/}: $((SECONDS - t0)) s"; done) &
-  local ticker=$! rc=0
-  (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE="$gocache" \
-    go build -trimpath -ldflags "$ldflags" -o "$tmp/" "$@") >"$CACHE_DIR/${out##*/}.build.log" 2>&1 || rc=$?
-  # The ticker handles the TERM only once its sleep returns: end that sleep too, or the
-  # wait below lasts up to 30 s.
-  kill "$ticker" 2>/dev/null || true
-  pkill -P "$ticker" sleep 2>/dev/null || true
-  wait "$ticker" 2>/dev/null || true
-  [ "$rc" = 0 ] || { tail -40 "$CACHE_DIR/${out##*/}.build.log" >&2; die "go build in $mod failed (full log: $CACHE_DIR/${out##*/}.build.log)"; }
-  rm -rf "$out" && mv "$tmp" "$out"
-}
-
 # The version stamps Kubernetes' own build (hack/lib/version.sh) sets, so that
 # `kubectl version` and /version say v1.34.x rather than v0.0.0-master.
 k8s_ldflags() {

@@ -117,6 +117,8 @@ async fn the_kubebuilder_sample_runs_a_job_each_minute_keeps_its_history_and_rep
         (active == 0 && last >= scheduled).then_some(())
     })
     .await;
+    common::kstatus::reads("cronjob-sample", "Current", T, || async { cronjobs.get("cronjob-sample").await.ok() })
+        .await;
 
     // The next minute's run; once it completed, the first goes (a history of one), and
     // its pods with it.

@@ -8,6 +8,7 @@ mod bad_input;
 mod cronjob;
 mod deploy;
 mod hot_swap;
+mod kstatus;
 mod leader;
 mod manifests;
 mod memcached;

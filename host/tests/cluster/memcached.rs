@@ -108,6 +108,7 @@ async fn the_operator_sdk_walkthrough_with_a_podset_beside_it_in_one_operator() 
     assert!(ok, "kubectl apply: {out}");
     let nodes = converged(&mcs, &deployments, 3).await;
     let to_three = started.elapsed();
+    common::kstatus::reads("memcached-sample", "Current", T, || async { mcs.get("memcached-sample").await.ok() }).await;
     let mc = mcs.get("memcached-sample").await.expect("get");
     assert_eq!(mc.metadata.finalizers.as_deref(), Some(&["cache.example.com/finalizer".to_string()][..]));
     let d = deployments.get("memcached-sample").await.expect("deployment");
@@ -288,6 +289,13 @@ async fn a_memcached_whose_policy_traps_is_deleted_once_the_finalizer_timeout_pa
         (op.sum("podset_policy_loads_total", "result=\"ok\"").await == 2.0).then_some(())
     })
     .await;
+    // A change brings a decision, which traps: GitOps tools read the Memcached as Failed.
+    let resize = Patch::Merge(json!({ "spec": { "size": 2 } }));
+    mcs.patch("memcached-sample", &PatchParams::default(), &resize).await.expect("resize");
+    let failed =
+        common::kstatus::reads("memcached-sample", "Failed", T, || async { mcs.get("memcached-sample").await.ok() })
+            .await;
+    assert!(failed.message.contains("trap"), "{failed:?}");
     let started = Instant::now();
     mcs.delete("memcached-sample", &DeleteParams::default()).await.expect("delete");
     eventually("the Memcached to be gone", T, || async {

@@ -72,6 +72,10 @@ async fn the_sample_measures_pod_to_pod_throughput_on_the_real_node() {
     let took = applied.elapsed();
     let status = np.status.expect("a status");
     assert_eq!(status.status, Phase::Done, "the test failed: {:?}", status.message);
+    common::kstatus::reads("netperf-sample", "Current", Duration::from_secs(30), || async {
+        netperfs.get("netperf-sample").await.ok()
+    })
+    .await;
     let speed = status.speed_bits_per_sec.expect("a speed");
     assert!(speed > 0, "a measured speed: {speed}");
     println!("netperf-sample: {:.2} Gbit/s, Done {took:.1?} after kubectl apply", speed as f64 / 1e9);

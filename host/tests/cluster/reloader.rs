@@ -101,6 +101,7 @@ async fn the_sample_rolls_its_deployment_on_each_change_and_nothing_else_is_reco
 
     // First sight: each records the hash of what its pods use and rolls nothing.
     let web = watching(&reloads, "web", 0).await;
+    common::kstatus::reads("web", "Current", T, || async { reloads.get("web").await.ok() }).await;
     assert_eq!(web["watching"], json!(["ConfigMap/web-config", "Secret/web-credentials"]));
     let api = watching(&reloads, "api", 0).await;
     assert_eq!(api["watching"], json!(["ConfigMap/api-config"]));

@@ -97,6 +97,7 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
             .then_some(ready)
     })
     .await;
+    common::kstatus::reads(&name, "Current", T, || async { api.get(&name).await.ok() }).await;
     // The order the policy stated: what goes in the namespace (wave 1) waited for the
     // namespace (wave 0), and the operator said so on the Tenant. (A cluster-scoped
     // object's Events are in `default`.)
@@ -191,6 +192,7 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     })
     .await;
     assert!(message.contains("trap") || reason.contains("Trap"), "{reason}: {message}");
+    common::kstatus::reads(&name, "Failed", T, || async { api.get(&name).await.ok() }).await;
     let t = api.get(&name).await.expect("the Tenant");
     assert!(t.metadata.finalizers.unwrap_or_default().contains(&"podset.dev/teardown".to_string()));
     api.delete(&name, &DeleteParams::default()).await.expect("delete the Tenant");
