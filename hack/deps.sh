@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, in one apt-get step (one `apt-get update`), every Debian package an entry
 # point needs on a fresh machine:
-#   hack/deps.sh check     the checks without a cluster (the wasm32 toolchain, Node.js)
+#   hack/deps.sh check     the checks without a cluster (the wasm32 toolchain, Node.js, shellcheck)
 #   hack/deps.sh cluster   and the embedded control plane, its real node and images
 #   hack/deps.sh MODE --missing   installs nothing: prints what MODE would install, and
 #                                 exits non-zero when that is nothing
@@ -11,7 +11,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 command -v cargo >/dev/null || die "no Rust toolchain (cargo) on PATH: install rustup from https://rustup.rs"
-packages=("${BASE_PACKAGES[@]}")
+packages=("${BASE_PACKAGES[@]}" "${CHECK_PACKAGES[@]}")
 rustup_has_wasm32 || packages+=("${WASM_PACKAGES[@]}")
 command -v node >/dev/null && command -v npm >/dev/null || packages+=("${NODE_JS_PACKAGES[@]}")
 case "${1:-check}" in

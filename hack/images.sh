@@ -43,7 +43,7 @@ IPERF3_TAG=3.12
 PAUSE_TAG=3.4
 OPERATOR_TAG=0.1.0
 
-fresh() { rm -rf "$WORK/$1" && mkdir -p "$WORK/$1" && echo "$WORK/$1"; }
+fresh() { rm -rf "${WORK:?}/$1" && mkdir -p "$WORK/$1" && echo "$WORK/$1"; }
 
 # copy_binary ROOTFS FILE [DEST]: FILE (at DEST, default its own path) and every shared
 # library it loads, at their own paths.

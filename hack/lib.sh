@@ -1,5 +1,5 @@
 # Shared helpers for the hack/ scripts. Sourced, never executed.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # sourced: its variables are for the scripts that source it
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE_DIR="${PODSET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/podset-host}"
@@ -46,6 +46,8 @@ lint_in_build() {
 # (apt_install is a no-op when they are there), and hack/deps.sh installs what an entry
 # point needs in one apt-get step first.
 BASE_PACKAGES=(curl openssl ca-certificates python3)
+# The shell scripts' linter (hack/check.sh; settings in .shellcheckrc).
+CHECK_PACKAGES=(shellcheck)
 # Debian's rustc-web builds std for wasm32, when rustup has no wasm32 target (hack/policy.sh).
 WASM_PACKAGES=(rustc-web cargo-web rust-web-src lld)
 # The control plane's registry and credentials (hack/cluster.sh).

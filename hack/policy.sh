@@ -148,6 +148,8 @@ else
   # Debian's cargo must not pick rustup's rustc from PATH for build scripts and proc macros.
   export PATH="/usr/bin:$PATH"
   CARGO=(/usr/bin/cargo)
+  # One argument: cargo's list of crates is comma-separated.
+  # shellcheck disable=SC2054
   BUILD_STD=(-Zbuild-std=std,panic_abort)
 fi
 
@@ -221,5 +223,5 @@ if [ "$FIXTURES" = 1 ]; then
   clock="$OUT/fixtures/go-clock-reader.wasm"
   [ -f "$clock" ] && [ -z "$(find "$ROOT/go/fixtures/clock-reader" "$ROOT/go/policy-sdk" "$ROOT/wit" "$ROOT/host/src/author" \
     -newer "$clock" -print -quit)" ] || build_go "$ROOT/go/fixtures/clock-reader" "$clock"
-  log "fixtures: $(cd "$OUT/fixtures" && ls | tr '\n' ' ')"
+  log "fixtures: $(find "$OUT/fixtures" -maxdepth 1 -type f -printf '%f\n' | sort | tr '\n' ' ')"
 fi
