@@ -7,7 +7,7 @@ SHELL := /bin/bash
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
-run: ## Run the operator with the default policy (embedded control plane unless KUBECONFIG reaches a cluster)
+run: ## Run the operator with the default policies (embedded control plane; KUBECONFIG=... or USE_EXISTING_CLUSTER=true: that cluster)
 	@hack/run.sh
 
 check: ## The fast checks without a cluster: fmt, clippy, import layers, unit, in-process and scenario tests

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # `make run`: the operator in the foreground with the default policies, against the
-# cluster of KUBECONFIG when it answers (or USE_EXISTING_CLUSTER=true), otherwise
-# against the embedded control plane (.cluster/).
+# embedded control plane (.cluster/), or against an existing cluster only when asked:
+# KUBECONFIG set in the environment, or USE_EXISTING_CLUSTER=true (as controller-runtime's
+# envtest has it; then ~/.kube/config's current context). A ~/.kube/config alone is never
+# used: a developer's production context must not be one `make run` away. The cluster
+# is named before anything is written to it.
+#
+# The embedded control plane's real node (containerd, runc, the kubelet) needs root;
+# without root it starts without it (REAL_NODE=0) and says so: pods are created and stay
+# Pending.
 #
 # A first run on a fresh machine installs packages and builds for several minutes: each
 # step says what it does and how long it took cold on 2 cores (docs/how-to/set-up.md has
@@ -11,13 +18,19 @@ set -euo pipefail
 cd "$ROOT"
 
 reachable() { command -v kubectl >/dev/null && kubectl version --request-timeout=5s >/dev/null 2>&1; }
-if [ "${USE_EXISTING_CLUSTER:-}" = true ]; then
-  reachable || die "USE_EXISTING_CLUSTER=true but the cluster of KUBECONFIG=${KUBECONFIG:-~/.kube/config} does not answer"
-  embedded=""
-elif { [ -n "${KUBECONFIG:-}" ] || [ -f "$HOME/.kube/config" ]; } && reachable; then
+if [ "${USE_EXISTING_CLUSTER:-}" = true ] || [ -n "${KUBECONFIG:-}" ]; then
+  why=${KUBECONFIG:+"KUBECONFIG=$KUBECONFIG"}
+  reachable || die "${why:-USE_EXISTING_CLUSTER=true} asks for an existing cluster, and it does not answer (unset KUBECONFIG and USE_EXISTING_CLUSTER for the embedded control plane)"
   embedded=""
 else
   embedded=1
+  [ ! -f "$HOME/.kube/config" ] \
+    || log "not using ~/.kube/config (USE_EXISTING_CLUSTER=true or KUBECONFIG=... would): the embedded control plane it is"
+  if [ "$(id -u)" != 0 ] && [ "${REAL_NODE:-}" != 0 ]; then
+    export REAL_NODE=0
+    log "not root: the embedded control plane starts without its real node (containerd and the kubelet need root);" \
+      "pods are created and stay Pending. Run as root for pods that run."
+  fi
 fi
 
 # step N WHAT COLD: one line per step, with the cold estimate when it has not run before.
@@ -50,9 +63,10 @@ if [ -n "$embedded" ]; then
   export KUBECONFIG="$ROOT/.cluster/kubeconfig" PATH="$ROOT/.cluster/bin:$PATH"
   log "embedded control plane: export KUBECONFIG=$KUBECONFIG PATH=$ROOT/.cluster/bin:\$PATH"
 else
-  step 4 "using the cluster of KUBECONFIG=${KUBECONFIG:-~/.kube/config}"
+  step 4 "using an existing cluster: context $(kubectl config current-context 2>/dev/null || echo '(none)'), server $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}' 2>/dev/null)"
 fi
 
+log "installing the CRDs of manifests/crd/ into $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}' 2>/dev/null)"
 kubectl apply --server-side --force-conflicts -f manifests/crd/
 log "serving: /metrics, /healthz and /readyz on ${METRICS_ADDR:-127.0.0.1:8080}"
 exec target/debug/podset-host run --policy target/policy/podset.wasm --policy target/policy/memcached.wasm \
