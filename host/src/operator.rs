@@ -491,6 +491,9 @@ async fn serve(listener: TcpListener, src: Arc<Sources>, server_version: Arc<ver
             "/metrics",
             get(|State((src, _)): State<Shared>| async move {
                 src.ctx.metrics.watches(src.caches().len());
+                if let Some(bytes) = crate::heap::resident_bytes(None) {
+                    src.ctx.metrics.resident(bytes);
+                }
                 src.ctx.metrics.encode()
             }),
         )

@@ -95,6 +95,9 @@ pub struct Metrics {
     rollbacks: Family<PolicyLabels, Counter>,
     file_revisions: Family<PolicyLabels, Gauge>,
     watches: Gauge,
+    registry_fetches: Family<ResultLabels, Counter>,
+    parents_failing: Gauge,
+    resident: Gauge,
 }
 
 /// One registered metric, as `/metrics` names it.
@@ -158,6 +161,9 @@ impl Default for Metrics {
             rollbacks: Family::default(),
             file_revisions: Family::default(),
             watches: Gauge::default(),
+            registry_fetches: Family::default(),
+            parents_failing: Gauge::default(),
+            resident: Gauge::default(),
             registry: Registry::default(),
             described: Vec::new(),
         };
@@ -280,6 +286,25 @@ impl Default for Metrics {
             None,
             m.file_revisions.clone(),
         );
+        registry.add(
+            "registry_fetches",
+            "Fetches of policy modules from OCI registries, by result: fetched, cached (the registry did not \
+             answer and the module cache served), unreachable (and nothing cached) or failed",
+            None,
+            m.registry_fetches.clone(),
+        );
+        registry.add(
+            "parents_failing",
+            "Parents whose last reconcile failed (their policy, a refused write, the API server), retried with backoff",
+            None,
+            m.parents_failing.clone(),
+        );
+        registry.add(
+            "resident_memory",
+            "Resident set of the operator's process (VmRSS), read at each scrape",
+            Some(Unit::Bytes),
+            m.resident.clone(),
+        );
         Metrics { registry: registry.registry, described: registry.described, ..m }
     }
 }
@@ -375,6 +400,20 @@ impl Metrics {
 
     pub fn rolled_back(&self, policy: &str) {
         self.rollbacks.get_or_create(&PolicyLabels { policy: policy.into() }).inc();
+    }
+
+    /// A fetch of a policy module from a registry ended with `result` (see `registry_fetches`).
+    pub fn registry_fetched(&self, result: &str) {
+        self.registry_fetches.get_or_create(&ResultLabels { result: result.into() }).inc();
+    }
+
+    pub fn parents_failing(&self, n: usize) {
+        self.parents_failing.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// The process's resident set, in bytes, as read for a scrape.
+    pub fn resident(&self, bytes: u64) {
+        self.resident.set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// The text exposition format.

@@ -62,7 +62,10 @@ async fn in_turn(parent: Arc<Object>, kc: &KindContext) -> Result<Action> {
         let result = reconcile_inner(&key, kc).await;
         kc.ctx.metrics.reconciled(started.elapsed());
         if result.is_ok() {
-            kc.ctx.failures.lock().remove(&key);
+            let mut failures = kc.ctx.failures.lock();
+            if failures.remove(&key).is_some() {
+                kc.ctx.metrics.parents_failing(failures.len());
+            }
         }
         result
     }
@@ -311,9 +314,9 @@ pub fn error_policy(parent: Arc<Object>, error: &Error, kc: Arc<KindContext>) ->
     let key = ObjectRef::from_obj_with(parent.as_ref(), kc.kind.resource.clone());
     let attempts = {
         let mut failures = kc.ctx.failures.lock();
-        let n = failures.entry(key).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
+        let n = *failures.entry(key).and_modify(|n| *n = n.saturating_add(1)).or_insert(1);
+        kc.ctx.metrics.parents_failing(failures.len());
+        n
     };
     let mut delay = BACKOFF_BASE.saturating_mul(1u32 << attempts.saturating_sub(1).min(16)).min(BACKOFF_MAX);
     // A parent being deleted is looked at again when its finalizer's time is up, if

@@ -35,8 +35,21 @@ pub struct Request<'a> {
     pub ca: &'a [Vec<u8>],
 }
 
-/// Pulls (or recalls) and verifies what `request` names.
+/// Pulls (or recalls) and verifies what `request` names; counts how it ended
+/// (`podset_registry_fetches_total`).
 pub async fn fetch(src: &Sources, request: &Request<'_>) -> Result<Fetched, oci::Error> {
+    let fetched = pull(src, request).await;
+    let result = match &fetched {
+        Ok(f) if f.from_cache.is_some() => "cached",
+        Ok(_) => "fetched",
+        Err(e) if e.is_unreachable() => "unreachable",
+        Err(_) => "failed",
+    };
+    src.ctx.metrics.registry_fetched(result);
+    fetched
+}
+
+async fn pull(src: &Sources, request: &Request<'_>) -> Result<Fetched, oci::Error> {
     let named = oci::parse_reference(request.reference)?;
     let r = match request.resolved {
         Some(d) => named.clone_with_digest(d.to_string()),

@@ -172,5 +172,9 @@ async fn a_podset_reads_in_progress_while_converging_current_once_converged_and_
     })
     .await;
     assert!(!failed.message.is_empty(), "kstatus says why: {failed:?}");
+    assert_eq!(failing.op.sum("podset_parents_failing", "").await, 1.0, "the metric counts the failing parent");
+    assert_eq!(env.op.sum("podset_parents_failing", "").await, 0.0);
+    let resident = env.op.sum("podset_resident_memory_bytes", "").await;
+    assert!(resident > 1e6, "the operator's resident set, read at the scrape: {resident}");
     println!("PodSet whose policy panics: {failed:?}");
 }

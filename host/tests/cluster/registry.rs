@@ -479,6 +479,8 @@ async fn with_the_registry_down_the_last_good_module_serves_and_a_restart_loads_
         assert!(log.contains("the cached module serves"), "the log says the cache served");
         // Said once per process (the log spans both), not at every poll.
         assert_eq!(log.matches("the cached module serves").count(), 2, "{log}");
+        let cached = op.sum("podset_registry_fetches_total", "result=\"cached\"").await;
+        assert!(cached >= 1.0, "the metric counts fetches the cache answered: {cached}");
 
         // The registry back: status says so at the next check.
         own.start_again().await;
@@ -488,6 +490,7 @@ async fn with_the_registry_down_the_last_good_module_serves_and_a_restart_loads_
             image.unreachable.is_none().then_some(())
         })
         .await;
+        assert!(op.sum("podset_registry_fetches_total", "result=\"fetched\"").await >= 1.0);
     })
     .await;
 }
