@@ -59,6 +59,7 @@ tests() {
   hack/policy.sh --fixtures >/dev/null
 
   shell_scripts
+  alert_rules
 
   typescript
   go_policies
@@ -130,6 +131,22 @@ shell_scripts() {
   fi
   shellcheck hack/*.sh .ci/run || die "shellcheck found something in the scripts (above)"
   passed shellcheck
+}
+
+# The alert rules on synthetic series (monitoring/alerts.test.yaml); that the rules and
+# the dashboard name only exported metrics is an in-process test. Skipped by a plain
+# `make check` when monitoring/ did not change since it last passed.
+alert_rules() {
+  phase "alert rules: promtool check rules, promtool test rules"
+  apt_install "${CHECK_PACKAGES[@]}"
+  STAMP_TOOLS="$(promtool --version 2>&1 | head -1)"
+  if unchanged alert-rules monitoring; then
+    log "alert rules: monitoring/ unchanged since they last passed"
+    return 0
+  fi
+  promtool check rules monitoring/alerts.yaml >/dev/null || die "promtool check rules monitoring/alerts.yaml failed"
+  (cd monitoring && promtool test rules alerts.test.yaml) || die "the alert rules' tests failed (above)"
+  passed alert-rules
 }
 
 # The TypeScript SDK and policies: their types still those of wit/, `tsc --strict`, their

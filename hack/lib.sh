@@ -46,8 +46,9 @@ lint_in_build() {
 # (apt_install is a no-op when they are there), and hack/deps.sh installs what an entry
 # point needs in one apt-get step first.
 BASE_PACKAGES=(curl openssl ca-certificates python3)
-# The shell scripts' linter (hack/check.sh; settings in .shellcheckrc).
-CHECK_PACKAGES=(shellcheck)
+# The shell scripts' linter (settings in .shellcheckrc) and promtool (Debian's prometheus
+# ships it), for the alert rules' tests (hack/check.sh).
+CHECK_PACKAGES=(shellcheck prometheus)
 # Debian's rustc-web builds std for wasm32, when rustup has no wasm32 target (hack/policy.sh).
 WASM_PACKAGES=(rustc-web cargo-web rust-web-src lld)
 # The control plane's registry and credentials (hack/cluster.sh).

@@ -4,6 +4,7 @@
 mod docs;
 mod languages;
 mod layers;
+mod monitoring;
 #[cfg(feature = "native-podset")]
 mod policy_properties;
 mod policy_sandbox;
