@@ -185,7 +185,7 @@ go_policies() {
   phase "Go: contract bindings, gofmt, go vet, go test, components"
   go_deps
   STAMP_TOOLS="$(go version)"
-  # The test tools' Go (hack/kstatus/, vetted where it is built: hack/kstatus.sh).
+  # The test tools' Go (hack/kstatus/, vetted where it is built: hack/go-tool.sh).
   [ -z "$(gofmt -l hack/kstatus)" ] || die "not gofmt-formatted: $(gofmt -l hack/kstatus | tr '\n' ' ')"
   if unchanged go go wit Cargo.lock; then
     log "Go: nothing changed since its checks last passed; only its components are brought up to date"

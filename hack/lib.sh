@@ -202,13 +202,20 @@ build_k8s_once() {
   phase_end
 }
 
-# build_kstatus_once: the kstatus helper the cluster tests read health with
-# (hack/kstatus.sh), built at the lowest CPU priority when it is not cached yet.
-build_kstatus_once() {
-  hack/kstatus.sh --cached >/dev/null 2>&1 && return
+# build_go_tools_once: the Go tools the cluster tests run (hack/go-tool.sh: kstatus,
+# helm), built at the lowest CPU priority when they are not cached yet.
+GO_TOOLS=(kstatus helm)
+build_go_tools_once() {
+  local tool absent=()
+  for tool in "${GO_TOOLS[@]}"; do
+    hack/go-tool.sh "$tool" --cached >/dev/null 2>&1 || absent+=("$tool")
+  done
+  [ ${#absent[@]} -gt 0 ] || return 0
   renice -n 19 -p "$BASHPID" >/dev/null
-  PHASE_PREFIX="background: " phase "building the kstatus helper"
-  hack/kstatus.sh >/dev/null
+  PHASE_PREFIX="background: " phase "building the tests' Go tools: ${absent[*]}"
+  for tool in "${absent[@]}"; do
+    hack/go-tool.sh "$tool" >/dev/null
+  done
   phase_end
 }
 

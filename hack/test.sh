@@ -34,7 +34,7 @@ trap 'rm -f "$results" "$background_log" "$PHASE_LOG"' EXIT
 # them yet, Kubernetes and etcd, at the lowest CPU priority: they take what the build
 # leaves of the cores.
 deps_log="$(mktemp)"
-(hack/deps.sh cluster && build_k8s_once && build_kstatus_once) >"$deps_log" 2>&1 &
+(hack/deps.sh cluster && build_k8s_once && build_go_tools_once) >"$deps_log" 2>&1 &
 deps=$!
 
 phase "formatting"
@@ -56,8 +56,9 @@ wait "$deps" || { cat "$deps_log" >&2; die "installing the Debian packages or bu
 cat "$deps_log" >&2
 rm -f "$deps_log"
 test_cluster "$ROOT/.cluster-test"
-PODSET_KSTATUS=$(hack/kstatus.sh --cached) || die "the kstatus helper is missing after its build"
-export PODSET_KSTATUS
+PODSET_KSTATUS=$(hack/go-tool.sh kstatus --cached) || die "the kstatus helper is missing after its build"
+PODSET_HELM=$(hack/go-tool.sh helm --cached) || die "helm is missing after its build"
+export PODSET_KSTATUS PODSET_HELM
 trap 'rm -f "$results" "$background_log" "$PHASE_LOG"; hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
 phase_end
 

@@ -1,13 +1,11 @@
 //! What GitOps tools read of an object's health, computed by the tool they use:
 //! `sigs.k8s.io/cli-utils`' `status.Compute` (Flux, kpt), built once from the Go
-//! module proxy by `hack/kstatus.sh` (`PODSET_KSTATUS` names a build to use instead).
+//! module proxy by `hack/go-tool.sh kstatus` (`PODSET_KSTATUS` names a build to use instead).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-
-use crate::cluster::workspace;
 
 /// A kstatus verdict: `InProgress`, `Current`, `Failed`, `Terminating`, …, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,17 +16,7 @@ pub struct Verdict {
 
 fn helper() -> &'static PathBuf {
     static HELPER: OnceLock<PathBuf> = OnceLock::new();
-    HELPER.get_or_init(|| {
-        if let Some(path) = std::env::var_os("PODSET_KSTATUS") {
-            return PathBuf::from(path);
-        }
-        let out = Command::new(workspace().join("hack/kstatus.sh"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("hack/kstatus.sh runs");
-        assert!(out.status.success(), "hack/kstatus.sh failed to build the kstatus helper");
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    })
+    HELPER.get_or_init(|| crate::go_tools::go_tool("kstatus", "PODSET_KSTATUS"))
 }
 
 /// kstatus of `object` (its JSON as the API server returns it).

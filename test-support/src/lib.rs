@@ -10,6 +10,7 @@
 
 pub mod audit;
 pub mod cluster;
+pub mod go_tools;
 pub mod kstatus;
 pub mod memcached;
 pub mod nodes;

@@ -178,6 +178,9 @@ async fn deployed_the_standby_pod_takes_over_when_the_leader_pod_is_deleted() {
     );
 
     rollout_and_policy_change(&client, &ns).await;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), SYSTEM);
+    let deployed = deployments.get("podset-host").await.expect("the Deployment");
+    let image = deployed.spec.and_then(|s| s.template.spec).and_then(|s| s.containers[0].image.clone());
 
     // Not `undeploy`: it deletes the CRDs, under every other test. The ConfigMap goes
     // too: this test changed it, and a later server-side apply would conflict.
@@ -186,6 +189,118 @@ async fn deployed_the_standby_pod_takes_over_when_the_leader_pod_is_deleted() {
     let (ok, out) = kubectl(&["delete", "configmap", "-n", SYSTEM, "podset-policy-podset"]);
     assert!(ok, "removing the policy ConfigMap: {out}");
     common::delete_namespace(&client, &ns).await;
+
+    helm_install_upgrade_uninstall(&client, &image.expect("the deployed image")).await;
+}
+
+/// The chart as a user installs it, with the image the test deployed: 2 replicas serve
+/// the three default policies given as ConfigMaps; an upgrade to 3 replicas while a
+/// PodSet scales makes no duplicate pod (the audit log); an uninstall removes what
+/// the install made.
+async fn helm_install_upgrade_uninstall(client: &kube::Client, image: &str) {
+    use crate::chart::helm;
+    let release_ns = common::namespace(client, "helm-release").await;
+    let served = common::namespace(client, "helm-served").await;
+    // The registry's pull Secret, copied from the operator's namespace.
+    let (ok, secret) = kubectl(&["get", "secret", "podset-host-registry", "-n", SYSTEM, "-o", "json"]);
+    assert!(ok, "{secret}");
+    let mut secret: serde_json::Value = serde_json::from_str(&secret).expect("JSON");
+    secret["metadata"] = serde_json::json!({ "name": "registry", "namespace": release_ns });
+    let secret_file = std::env::temp_dir().join(format!("{release_ns}-secret.json"));
+    std::fs::write(&secret_file, secret.to_string()).expect("write");
+    let (ok, out) = kubectl(&["apply", "-f", &secret_file.to_string_lossy()]);
+    assert!(ok, "{out}");
+    let dir = common::policy_dir();
+    for name in ["podset", "memcached", "netperf"] {
+        let from = format!("{name}.wasm={}", dir.join(format!("{name}.wasm")).display());
+        let (ok, out) =
+            kubectl(&["create", "configmap", &format!("policy-{name}"), "-n", &release_ns, "--from-file", &from]);
+        assert!(ok, "{out}");
+    }
+    // REGISTRY:PORT/podset-host:TAG, perhaps @sha256:...
+    let (named, digest) = image.split_once('@').unwrap_or((image, ""));
+    let (repository, tag) = named.rsplit_once(':').filter(|(_, t)| !t.contains('/')).unwrap_or((named, ""));
+    let values = format!(
+        "image.repository={repository},image.tag={tag},image.digest={digest},imagePullSecrets={{registry}},\
+         watchNamespace={served},\
+         crds.enabled=false,policies.reach=null,\
+         policies.configMaps[0].name=policy-podset,policies.configMaps[0].key=podset.wasm,\
+         policies.configMaps[1].name=policy-memcached,policies.configMaps[1].key=memcached.wasm,\
+         policies.configMaps[2].name=policy-netperf,policies.configMaps[2].key=netperf.wasm"
+    );
+    let release = "podset-chart";
+    let t = Instant::now();
+    let install =
+        ["install", release, "charts/podset-host", "-n", &release_ns, "--set", &values, "--wait", "--timeout", "180s"];
+    let (ok, out, err) = helm(&install);
+    assert!(ok, "helm install: {out}{err}");
+    println!("helm install: 2 replicas ready in {:?}", t.elapsed());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &release_ns);
+    let selector = format!("app.kubernetes.io/instance={release}");
+    let ips = || async {
+        let list = pods.list(&ListParams::default().labels(&selector)).await.expect("list the operator's pods");
+        list.items.iter().filter_map(|p| p.status.as_ref()?.pod_ip.clone()).collect::<Vec<String>>()
+    };
+    let ready = ips().await;
+    assert_eq!(ready.len(), 2, "two replicas: {ready:?}");
+    for ip in &ready {
+        let metrics = http_body(ip, METRICS_PORT, "/metrics").await.unwrap_or_default();
+        let loads = common::sum_metric(&metrics, "podset_policy_loads_total", "result=\"ok\"");
+        assert_eq!(loads, 3.0, "{ip} serves the three policies");
+    }
+
+    // A PodSet it serves, then an upgrade to 3 replicas while the PodSet scales.
+    let podsets: Api<PodSet> = Api::namespaced(client.clone(), &served);
+    let served_pods: Api<Pod> = Api::namespaced(client.clone(), &served);
+    let audit = common::audit::AuditLog::open();
+    let mark = audit.mark();
+    podsets.create(&PostParams::default(), &podset("charted", 2)).await.expect("create PodSet");
+    let converged = |n: usize| {
+        let (podsets, served_pods) = (podsets.clone(), served_pods.clone());
+        async move {
+            eventually(&format!("charted on {n}"), Duration::from_secs(90), || async {
+                let available = podsets.get("charted").await.ok()?.status?.available_replicas;
+                (active_pods(&served_pods, "charted").await.len() == n && available == n as i32).then_some(())
+            })
+            .await
+        }
+    };
+    converged(2).await;
+    let upgrade = ["upgrade", release, "charts/podset-host", "-n", &release_ns, "--reuse-values"]
+        .into_iter()
+        .chain(["--set", "replicaCount=3", "--wait", "--timeout", "180s"])
+        .map(String::from)
+        .collect::<Vec<String>>();
+    let upgrading = tokio::task::spawn_blocking(move || helm(&upgrade.iter().map(String::as_str).collect::<Vec<_>>()));
+    let patch = serde_json::json!({ "spec": { "replicas": 4 } });
+    podsets.patch("charted", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("scale");
+    let (ok, out, err) = upgrading.await.expect("helm ran");
+    assert!(ok, "helm upgrade: {out}{err}");
+    converged(4).await;
+    assert_eq!(ips().await.len(), 3, "three replicas after the upgrade");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let creates = common::audit::operator_pod_writes(&audit.since(&mark), &served, "create");
+    assert_eq!(creates, 4, "4 pods asked for, 4 created across the upgrade: no duplicate child");
+
+    // Uninstalled: nothing it made is left (the PodSet's pods stay, owned by the PodSet).
+    let (ok, out, err) = helm(&["uninstall", release, "-n", &release_ns, "--wait", "--timeout", "120s"]);
+    assert!(ok, "helm uninstall: {out}{err}");
+    let (ok, left) = kubectl(&[
+        "get",
+        "deployment,serviceaccount,role,rolebinding,service,poddisruptionbudget",
+        "-n",
+        &release_ns,
+        "-l",
+        &selector,
+        "-o",
+        "name",
+    ]);
+    assert!(ok && left.trim().is_empty(), "left in {release_ns}: {left}");
+    let (ok, left) = kubectl(&["get", "clusterrole,clusterrolebinding", "-l", &selector, "-o", "name"]);
+    assert!(ok && left.trim().is_empty(), "left cluster-wide: {left}");
+    let _ = std::fs::remove_file(&secret_file);
+    common::delete_namespace(client, &served).await;
+    common::delete_namespace(client, &release_ns).await;
 }
 
 async fn leader_now(leases: &Api<Lease>) -> String {

@@ -1,5 +1,5 @@
 //! Health as GitOps tools read it: kstatus (`sigs.k8s.io/cli-utils`, what Flux and kpt
-//! use), computed by cli-utils itself (hack/kstatus.sh) on the shipped parent kinds as
+//! use), computed by cli-utils itself (hack/go-tool.sh kstatus) on the shipped parent kinds as
 //! the API server holds them. Just created: InProgress (the schema defaults
 //! `status.observedGeneration` to 0); converging: InProgress (`Reconciling`); converged:
 //! Current; its policy failing: Failed (`Stalled`); deleted and held by a finalizer:

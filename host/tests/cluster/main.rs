@@ -5,6 +5,7 @@
 mod acting_as;
 mod any_kind;
 mod bad_input;
+mod chart;
 mod cronjob;
 mod deploy;
 mod hot_swap;
