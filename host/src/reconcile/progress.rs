@@ -1,7 +1,7 @@
 //! Whether a parent has converged, for the `Reconciling` condition GitOps tools read
 //! (kstatus, `sigs.k8s.io/cli-utils`): a parent converges while its decision writes
-//! children, while what it asked for is in flight, and while a child has not
-//! [`settled`]; it has converged when none of that holds. Decided from the decision and
+//! children, while what it asked for is in flight, and while a child not being deleted
+//! has not [`settled`]; it has converged when none of that holds. Decided from the decision and
 //! the cache alone, so every replica and a restart say the same.
 
 use super::observe::Observed;
@@ -46,18 +46,23 @@ pub fn of(checked: &Checked, observed: &Observed) -> Progress {
         let message = format!("children: {}", parts.join(", "));
         return Progress::Converging { reason: CHILDREN_CHANGING, message };
     }
+    // A child being deleted is on its way out, not part of what the parent converges
+    // to (kstatus reads a ReplicaSet the same way): waiting for it to vanish would be one
+    // status write more after every scale down, once the policy's own status had settled
+    // (the fault suite's "writes once converged" caught it).
+    let staying: Vec<_> = observed.children.iter().filter(|c| c.object.metadata.deletion_timestamp.is_none()).collect();
     // The count and the first child not settled, by name, not why: a Deployment's why
     // ("1 of 3 replicas available") changes at each of its status updates, and every
     // change of the message is a status write; the count changes when the policy's
     // own status does.
-    let mut unsettled = observed.children.iter().filter(|c| {
+    let mut unsettled = staying.iter().filter(|c| {
         let kind = c.resource.kind.as_str();
         settled(kind, &view(kind, &c.object)).is_err()
     });
     let Some(first) = unsettled.next() else { return Progress::Converged };
     let count = 1 + unsettled.count();
     let name = first.object.metadata.name.as_deref().unwrap_or_default();
-    let (total, kind) = (observed.children.len(), &first.resource.kind);
+    let (total, kind) = (staying.len(), &first.resource.kind);
     let message = format!("{count} of {total} children not ready: {kind} {name}");
     Progress::Converging { reason: CHILDREN_NOT_READY, message }
 }
@@ -93,6 +98,12 @@ mod tests {
         assert_eq!(message, "1 of 2 children not ready: Pod web-b");
 
         let o = observed(podset(2), vec![pod("web-a", "True"), pod("web-b", "True")]);
+        assert_eq!(of(&none, &o), Progress::Converged);
+
+        // A scale down: the pod being deleted is not waited for.
+        let (resource, mut leaving) = pod("web-c", "False");
+        leaving.metadata.deletion_timestamp = Some(crate::conditions::now());
+        let o = observed(podset(2), vec![pod("web-a", "True"), pod("web-b", "True"), (resource, leaving)]);
         assert_eq!(of(&none, &o), Progress::Converged);
 
         let mut flying = observed(podset(2), vec![pod("web-a", "True")]);
