@@ -79,6 +79,8 @@ async fn a_tenant_gets_its_namespace_and_what_goes_in_it_only_where_granted_and_
     assert_eq!(reason, "InvalidDecision", "{message}");
     assert!(message.contains(&format!("may not write in namespace \"{name}\"")), "{message}");
     assert!(namespaces.get_opt(&name).await.expect("get").is_none(), "refused whole: no namespace either");
+    let refused = common::kstatus::reads(&name, "Failed", T, || async { api.get(&name).await.ok() }).await;
+    assert!(refused.message.contains("may not write in namespace"), "kstatus says why: {refused:?}");
     assert!(op.terminate(Duration::from_secs(10)), "the operator stops on TERM");
 
     // With the grant of manifests/reach/tenant.yaml, as the operator's ServiceAccount
