@@ -58,7 +58,6 @@ manifests: ## Regenerate manifests/crd/ from the Rust types (the host's and each
 	@cargo run -q -p guest-tenant --bin tenant-crdgen > manifests/crd/tenant.yaml
 	@cargo run -q -p guest-cronjob --bin cronjob-crdgen > manifests/crd/cronjob.yaml
 	@cargo run -q -p guest-reloader --bin reloader-crdgen > manifests/crd/configreload.yaml
-	@cp manifests/crd/*.yaml charts/podset-host/files/crd/
 
 install: ## Install the CRDs into the cluster of KUBECONFIG
 	kubectl apply --server-side -f manifests/crd/
