@@ -3,9 +3,7 @@
 //! module proxy by `hack/go-tool.sh kstatus` (`PODSET_KSTATUS` names a build to use instead).
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 /// A kstatus verdict: `InProgress`, `Current`, `Failed`, `Terminating`, …, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,19 +12,15 @@ pub struct Verdict {
     pub message: String,
 }
 
-fn helper() -> &'static PathBuf {
-    static HELPER: OnceLock<PathBuf> = OnceLock::new();
-    HELPER.get_or_init(|| crate::go_tools::go_tool("kstatus", "PODSET_KSTATUS"))
-}
-
 /// kstatus of `object` (its JSON as the API server returns it).
 pub fn of_json(object: &str) -> Verdict {
-    let mut child = Command::new(helper())
+    let helper = crate::go_tools::go_tool("kstatus", "PODSET_KSTATUS");
+    let mut child = Command::new(&helper)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("running {}: {e}", helper().display()));
+        .unwrap_or_else(|e| panic!("running {}: {e}", helper.display()));
     child.stdin.take().expect("stdin").write_all(object.as_bytes()).expect("writing to kstatus");
     let out = child.wait_with_output().expect("kstatus ends");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -41,11 +41,10 @@ pub fn rules(annotation: &str) -> Result<Vec<Rule>, String> {
 
 /// `Ok` when `object` (the whole object as JSON, of `kind`) is ready; else why not.
 pub fn ready(kind: &str, object: &Value) -> Result<(), String> {
-    if object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) {
+    if deleting(object) {
         return Err("being deleted".into());
     }
-    let stated = object.pointer(&format!("/metadata/annotations/{}", READY_WHEN.replace('/', "~1")));
-    if let Some(annotation) = stated.and_then(Value::as_str) {
+    if let Some(annotation) = stated(object) {
         return rules(annotation)?.iter().try_for_each(|rule| holds(rule, object));
     }
     kstatus(kind, object)
@@ -56,21 +55,26 @@ pub fn ready(kind: &str, object: &Value) -> Result<(), String> {
 /// has started, a Pod that succeeded. (A wave, by contrast, waits for its Job to
 /// complete: a migration before the server.)
 pub fn settled(kind: &str, object: &Value) -> Result<(), String> {
-    let verdict = ready(kind, object);
-    let deleting = object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
-    let stated = object.pointer(&format!("/metadata/annotations/{}", READY_WHEN.replace('/', "~1"))).is_some();
-    if verdict.is_err() && !deleting && !stated {
-        let has = |p: &str| object.pointer(p).is_some_and(|v| !v.is_null());
-        let ran = match kind {
-            "Job" => has("/status/startTime"),
-            "Pod" => object.pointer("/status/phase").is_some_and(|p| p == "Succeeded"),
-            _ => false,
-        };
-        if ran {
-            return Ok(());
-        }
+    let ran = match kind {
+        "Job" => object.pointer("/status/startTime").is_some_and(|t| !t.is_null()),
+        "Pod" => object.pointer("/status/phase").is_some_and(|p| p == "Succeeded"),
+        _ => false,
+    };
+    // Only where kstatus' rules apply: not for a child being deleted or one whose
+    // policy stated its own.
+    if ran && !deleting(object) && stated(object).is_none() {
+        return Ok(());
     }
-    verdict
+    ready(kind, object)
+}
+
+fn deleting(object: &Value) -> bool {
+    object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+}
+
+/// The [`READY_WHEN`] annotation's text, when the object carries it.
+fn stated(object: &Value) -> Option<&str> {
+    object.get("metadata")?.get("annotations")?.get(READY_WHEN)?.as_str()
 }
 
 /// What these rules read of a cached object, as JSON: its metadata's generation,
@@ -80,8 +84,8 @@ pub fn settled(kind: &str, object: &Value) -> Result<(), String> {
 /// is read at every decision.
 pub fn view(kind: &str, o: &Object) -> Value {
     let meta = &o.metadata;
-    let stated = meta.annotations.as_ref().is_some_and(|a| a.contains_key(READY_WHEN));
-    let mut v = if stated {
+    let rules_stated = meta.annotations.as_ref().is_some_and(|a| a.contains_key(READY_WHEN));
+    let mut v = if rules_stated {
         serde_json::from_str(&o.body()).unwrap_or_else(|_| json!({}))
     } else {
         let mut v = Map::new();

@@ -1,16 +1,43 @@
 //! The README and docs/ link only to files that exist: a moved module, page or
 //! script fails here, in `make check`, instead of in a reader's browser.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// README.md and every page of docs/, each with its text.
+fn pages() -> Vec<(PathBuf, String)> {
+    let root = root();
+    let mut pages = vec![root.join("README.md")];
+    pages.extend(super::files_under(&root.join("docs"), "md"));
+    assert!(pages.len() > 10, "the docs were not found: {} pages", pages.len());
+    pages
+        .into_iter()
+        .map(|page| {
+            let text = std::fs::read_to_string(&page).expect("read a page");
+            (page, text)
+        })
+        .collect()
+}
+
+/// The inline code spans of `text` outside its fenced blocks (commands, code).
+fn code_spans(text: &str) -> Vec<String> {
+    let prose = text.split("```").step_by(2).collect::<Vec<_>>().join("\n");
+    prose.split('`').skip(1).step_by(2).map(String::from).collect()
+}
+
+/// `page` as the failure messages name it: relative to the repository.
+fn shown(page: &Path) -> String {
+    let root = root();
+    page.strip_prefix(&root).unwrap_or(page).display().to_string()
+}
 
 #[test]
 fn every_relative_link_of_the_docs_names_a_file_that_exists() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut pages = vec![root.join("README.md")];
-    pages.extend(super::files_under(&root.join("docs"), "md"));
     let mut dead = Vec::new();
-    for page in &pages {
-        let text = std::fs::read_to_string(page).expect("read a page");
+    for (page, text) in &pages() {
         // `[text](target)` or `[text](target#anchor)`; only relative targets.
         for (i, _) in text.match_indices("](") {
             let rest = &text[i + 2..];
@@ -21,11 +48,10 @@ fn every_relative_link_of_the_docs_names_a_file_that_exists() {
             }
             let dir = page.parent().expect("a page's directory");
             if !dir.join(target).exists() {
-                dead.push(format!("{}: {target}", page.strip_prefix(&root).unwrap_or(page).display()));
+                dead.push(format!("{}: {target}", shown(page)));
             }
         }
     }
-    assert!(pages.len() > 10, "the docs were not found: {} pages", pages.len());
     assert!(dead.is_empty(), "links to files that do not exist:\n{}", dead.join("\n"));
 }
 
@@ -57,16 +83,11 @@ const MADE_BY_TUTORIALS: &[&str] = &["widget", "gadget"];
 
 #[test]
 fn every_repository_path_the_docs_name_in_backticks_exists() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut pages = vec![root.join("README.md")];
-    pages.extend(super::files_under(&root.join("docs"), "md"));
+    let root = root();
     let mut missing = Vec::new();
     let mut checked = 0;
-    for page in &pages {
-        let text = std::fs::read_to_string(page).expect("read a page");
-        // Outside fenced blocks (commands, code), the inline code spans.
-        let prose = text.split("```").step_by(2).collect::<Vec<_>>().join("\n");
-        for span in prose.split('`').skip(1).step_by(2) {
+    for (page, text) in &pages() {
+        for span in code_spans(text) {
             // `host/src/x.rs:124`, `hack/test.sh --fast`: the path is the first word, without a line number.
             let word = span.split_whitespace().next().unwrap_or_default();
             let path = word.split(':').next().unwrap_or_default().trim_end_matches([',', '.']);
@@ -77,7 +98,7 @@ fn every_repository_path_the_docs_name_in_backticks_exists() {
             }
             checked += 1;
             if !root.join(path).exists() {
-                missing.push(format!("{}: `{span}`", page.strip_prefix(&root).unwrap_or(page).display()));
+                missing.push(format!("{}: `{span}`", shown(page)));
             }
         }
     }
@@ -111,7 +132,7 @@ fn names_a_module(src: &Path, path: &str) -> bool {
 
 #[test]
 fn every_module_the_docs_name_exists() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = root();
     let src = root.join("host/src");
     let modules: Vec<String> = std::fs::read_dir(&src)
         .expect("host/src")
@@ -121,13 +142,9 @@ fn every_module_the_docs_name_exists() {
         .collect();
     // The operator's modules by their own names (`reconcile::status`), other crates by theirs.
     let crates = [("podset_host", root.join("host/src")), ("policy_sdk", root.join("policy-sdk/src"))];
-    let mut pages = vec![root.join("README.md")];
-    pages.extend(super::files_under(&root.join("docs"), "md"));
     let (mut missing, mut checked) = (Vec::new(), 0);
-    for page in &pages {
-        let text = std::fs::read_to_string(page).expect("read a page");
-        let prose = text.split("```").step_by(2).collect::<Vec<_>>().join("\n");
-        for span in prose.split('`').skip(1).step_by(2) {
+    for (page, text) in &pages() {
+        for span in code_spans(text) {
             let path = span.trim_start_matches("crate::").trim_end_matches("()");
             let rusty = path.contains("::") && path.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
             let (first, rest) = path.split_once("::").unwrap_or_default();
@@ -141,7 +158,7 @@ fn every_module_the_docs_name_exists() {
             }
             checked += 1;
             if !names_a_module(src, path) {
-                missing.push(format!("{}: `{span}`", page.strip_prefix(&root).unwrap_or(page).display()));
+                missing.push(format!("{}: `{span}`", shown(page)));
             }
         }
     }
