@@ -617,9 +617,14 @@ start_nodes() {
   [ "${REAL_NODE:-1}" = 0 ] || node_up "$KUBELET" "$APISERVER_PORT"
 
   if [ -n "$SIM_BIN" ]; then
-    log "starting the node simulator (node $SIM_NODE_NAME)"
+    # Without a real node the simulated one is the only node: untainted, it takes every
+    # pod (the samples' pods read Running under `make run` without root), not only those
+    # that tolerate it.
+    local tainted=true
+    [ "${REAL_NODE:-1}" != 0 ] || tainted=false
+    log "starting the node simulator (node $SIM_NODE_NAME, tainted=$tainted)"
     start node-sim env KUBECONFIG="$CLUSTER_DIR/sim.kubeconfig" RUST_LOG="${SIM_LOG:-info}" \
-      "$SIM_BIN" --kubeconfig="$CLUSTER_DIR/sim.kubeconfig" --node-name="$SIM_NODE_NAME"
+      "$SIM_BIN" --kubeconfig="$CLUSTER_DIR/sim.kubeconfig" --node-name="$SIM_NODE_NAME" --tainted="$tainted"
     wait_for node-sim 30 node_ready
   fi
   # The controller-manager and scheduler have no health endpoint here (ports 0): at

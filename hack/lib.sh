@@ -80,8 +80,13 @@ as_root() {
 # a second caller waits for the first, then installs only what is still missing.
 apt_install() {
   missing_packages "$@" || return 0
-  command -v apt-get >/dev/null || die "missing packages $* and no apt-get to install them"
-  local lock="${TMPDIR:-/tmp}/podset-host-apt.lock"
+  command -v apt-get >/dev/null || die "missing Debian packages: ${MISSING[*]}; and no apt-get to install them"
+  if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null; then
+    die "missing Debian packages: ${MISSING[*]}; not root and no sudo: install them as root (apt-get install ${MISSING[*]}), then run this again"
+  fi
+  # One lock per user: a file another user made first (root's earlier run) cannot be
+  # opened for writing by this one; apt-get holds its own lock across users.
+  local lock="${TMPDIR:-/tmp}/podset-host-apt.$(id -u).lock"
   (
     flock 9
     missing_packages "$@" || exit 0

@@ -7,8 +7,8 @@
 # is named before anything is written to it.
 #
 # The embedded control plane's real node (containerd, runc, the kubelet) needs root;
-# without root it starts without it (REAL_NODE=0) and says so: pods are created and stay
-# Pending.
+# without root it starts without it (REAL_NODE=0) and says so: the simulated node, then
+# untainted, takes every pod and reports it Running (no container runs).
 #
 # A first run on a fresh machine installs packages and builds for several minutes: each
 # step says what it does and how long it took cold on 2 cores (docs/how-to/set-up.md has
@@ -29,7 +29,7 @@ else
   if [ "$(id -u)" != 0 ] && [ "${REAL_NODE:-}" != 0 ]; then
     export REAL_NODE=0
     log "not root: the embedded control plane starts without its real node (containerd and the kubelet need root);" \
-      "pods are created and stay Pending. Run as root for pods that run."
+      "the simulated node takes the pods and reports them Running, but no container runs. Run as root for containers."
   fi
 fi
 
@@ -62,6 +62,7 @@ if [ -n "$embedded" ]; then
   hack/cluster.sh up
   export KUBECONFIG="$ROOT/.cluster/kubeconfig" PATH="$ROOT/.cluster/bin:$PATH"
   log "embedded control plane: export KUBECONFIG=$KUBECONFIG PATH=$ROOT/.cluster/bin:\$PATH"
+  log "the control plane stays up when the operator stops (the next make run starts in seconds); make cluster-down stops it"
 else
   step 4 "using an existing cluster: context $(kubectl config current-context 2>/dev/null || echo '(none)'), server $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}' 2>/dev/null)"
 fi

@@ -490,7 +490,9 @@ async fn serve(listener: TcpListener, src: Arc<Sources>, server_version: Arc<ver
         .route(
             "/metrics",
             get(|State((src, _)): State<Shared>| async move {
-                src.ctx.metrics.watches(src.caches().len());
+                let caches = src.caches();
+                src.ctx.metrics.watches(caches.len());
+                src.ctx.metrics.cached(caches.sizes());
                 if let Some(bytes) = crate::heap::resident_bytes(None) {
                     src.ctx.metrics.resident(bytes);
                 }

@@ -1,8 +1,8 @@
 //! `podset-node-sim`: plays kubelet for a node without containers, the way the Kubernetes
 //! integration tests drive pods by writing their status. Scale tests and benchmarks run
-//! thousands of pods on it, which one real node could not hold. The node is tainted
-//! `podset.dev/simulated=true:NoSchedule`: only pods that tolerate it (and select the
-//! label) are scheduled here. Flags + wiring live here; the work is in `node` and `pods`.
+//! thousands of pods on it, which one real node could not hold. Beside a real node it is
+//! tainted `podset.dev/simulated=true:NoSchedule`: only pods that tolerate it (and select
+//! the label) are scheduled here; as the only node (`--tainted=false`) it takes every pod. Flags + wiring live here; the work is in `node` and `pods`.
 
 mod node;
 mod pods;
@@ -41,6 +41,11 @@ struct Args {
     /// How often the Node's Ready condition is re-asserted.
     #[arg(long, env = "SIM_HEARTBEAT", default_value = "10s", value_parser = humantime::parse_duration)]
     heartbeat: Duration,
+
+    /// Taint the node so that only pods tolerating `podset.dev/simulated` land on it; false
+    /// when it is the cluster's only node (no real node), so that every pod runs here.
+    #[arg(long, env = "SIM_TAINTED", default_value_t = true, action = clap::ArgAction::Set)]
+    tainted: bool,
 }
 
 #[tokio::main]
@@ -62,7 +67,7 @@ async fn main() -> anyhow::Result<()> {
         pods::Settings { node_name: args.node_name.clone(), ready_delay: args.ready_delay, max_grace: args.max_grace },
     );
     tokio::select! {
-        () = node::heartbeat(client, args.node_name, args.heartbeat) => {}
+        () = node::heartbeat(client, args.node_name, args.heartbeat, args.tainted) => {}
         () = sim.run() => {}
         res = shutdown_signal() => {
             res?;

@@ -15,11 +15,14 @@ pub const SIMULATED: &str = "podset.dev/simulated";
 
 /// Keeps the Node registered and Ready for as long as it runs. Errors are logged and retried
 /// on the next tick: the apiserver may come and go, and someone may delete the Node.
-pub async fn heartbeat(client: Client, name: String, interval: Duration) {
+/// `tainted`: whether only pods that tolerate [`SIMULATED`] may land here (with a real node
+/// beside it), or every pod (the only node).
+pub async fn heartbeat(client: Client, name: String, interval: Duration, tainted: bool) {
     let api: Api<Node> = Api::all(client);
     let mut registered = false;
     loop {
-        match beat(&api, &name).await {
+        let beaten = if registered { beat(&api, &name, tainted).await } else { register(&api, &name, tainted).await };
+        match beaten {
             Ok(()) if !registered => {
                 info!(node = %name, "node registered and Ready");
                 registered = true;
@@ -35,17 +38,39 @@ pub async fn heartbeat(client: Client, name: String, interval: Duration) {
     }
 }
 
-async fn beat(api: &Api<Node>, name: &str) -> Result<(), Error> {
+async fn beat(api: &Api<Node>, name: &str, tainted: bool) -> Result<(), Error> {
     match patch_status(api, name).await {
         Err(Error::Api(s)) if s.is_not_found() => {
-            create(api, name).await?;
+            create(api, name, tainted).await?;
             patch_status(api, name).await
         }
         other => other,
     }
 }
 
-async fn create(api: &Api<Node>, name: &str) -> Result<(), Error> {
+/// The first beat also sets the taints on a Node that outlived an earlier simulator (the
+/// control plane keeps its objects across restarts; one started with the real node beside
+/// it, the other without).
+async fn register(api: &Api<Node>, name: &str, tainted: bool) -> Result<(), Error> {
+    beat(api, name, tainted).await?;
+    let patch = json!({ "spec": { "taints": taints(tainted) } });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop)
+}
+
+/// Only pods that ask for a simulated node (a toleration and the label) land on a tainted
+/// one; every other pod goes to a real node.
+fn taints(tainted: bool) -> Option<Vec<Taint>> {
+    tainted.then(|| {
+        vec![Taint {
+            key: SIMULATED.to_owned(),
+            value: Some("true".to_owned()),
+            effect: "NoSchedule".to_owned(),
+            ..Default::default()
+        }]
+    })
+}
+
+async fn create(api: &Api<Node>, name: &str, tainted: bool) -> Result<(), Error> {
     let node = Node {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -59,17 +84,7 @@ async fn create(api: &Api<Node>, name: &str) -> Result<(), Error> {
             ),
             ..Default::default()
         },
-        // Only pods that ask for a simulated node (a toleration and the label) land here;
-        // every other pod goes to a real node.
-        spec: Some(NodeSpec {
-            taints: Some(vec![Taint {
-                key: SIMULATED.to_owned(),
-                value: Some("true".to_owned()),
-                effect: "NoSchedule".to_owned(),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
+        spec: Some(NodeSpec { taints: taints(tainted), ..Default::default() }),
         ..Default::default()
     };
     match api.create(&PostParams::default(), &node).await {

@@ -14,6 +14,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -44,12 +45,14 @@ pub struct CacheHealth {
     /// What the cache holds, e.g. `pods` or `podsets.app.example.com`.
     name: Arc<str>,
     state: Arc<watch::Sender<CacheState>>,
+    /// How many objects the cache holds, as its writer last counted them.
+    objects: Arc<AtomicUsize>,
 }
 
 impl CacheHealth {
     pub fn new(name: impl Into<Arc<str>>) -> Self {
         let (tx, _) = watch::channel(CacheState::Listing { last_error: None });
-        CacheHealth { name: name.into(), state: Arc::new(tx) }
+        CacheHealth { name: name.into(), state: Arc::new(tx), objects: Arc::default() }
     }
 
     /// The health of the cache of `K`, named after its resource (`plural.group`).
@@ -67,6 +70,16 @@ impl CacheHealth {
 
     pub fn state(&self) -> CacheState {
         self.state.borrow().clone()
+    }
+
+    /// How many objects the cache holds.
+    pub fn objects(&self) -> usize {
+        self.objects.load(Ordering::Relaxed)
+    }
+
+    /// The cache's writer counted `n` objects in it (after each watch event: O(1)).
+    pub(super) fn holds(&self, n: usize) {
+        self.objects.store(n, Ordering::Relaxed);
     }
 
     pub fn is_synced(&self) -> bool {
@@ -167,6 +180,11 @@ impl Caches {
         self.0.is_empty()
     }
 
+    /// Each cache's name and how many objects it holds.
+    pub fn sizes(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.0.iter().map(|c| (c.name(), c.objects()))
+    }
+
     /// One line per cache that is not synced; empty when all are.
     pub fn problems(&self) -> Vec<String> {
         self.0.iter().filter(|c| !c.is_synced()).map(ToString::to_string).collect()
@@ -221,7 +239,10 @@ where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    track(relisting(api, config).reflect(writer), health, |e| matches!(e, Event::InitDone))
+    let store = writer.as_reader();
+    let counted = health.clone();
+    let events = relisting(api, config).reflect(writer).inspect(move |_| counted.holds(store.len()));
+    track(events, health, |e| matches!(e, Event::InitDone))
 }
 
 /// Drops what no reconcile reads and what makes cached objects large: kubectl's copy

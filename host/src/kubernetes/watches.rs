@@ -243,6 +243,7 @@ async fn run(api: Api<Object>, scope: Scope, watched: Arc<Watched>, stop: Cancel
                 for (obj, gone) in watched.store.apply(event) {
                     watched.notify(&obj, gone);
                 }
+                watched.health.holds(watched.store.len());
                 listed
             })
         })

@@ -62,6 +62,12 @@ pub struct RolloutLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabels {
+    /// What the cache holds: `pods`, `podsets.podset.dev`, `namespaces`, …
+    pub cache: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LoadLabels {
     pub source: String,
     pub result: String,
@@ -95,6 +101,7 @@ pub struct Metrics {
     rollbacks: Family<PolicyLabels, Counter>,
     file_revisions: Family<PolicyLabels, Gauge>,
     watches: Gauge,
+    cached_objects: Family<CacheLabels, Gauge>,
     registry_fetches: Family<ResultLabels, Counter>,
     parents_failing: Gauge,
     resident: Gauge,
@@ -161,6 +168,7 @@ impl Default for Metrics {
             rollbacks: Family::default(),
             file_revisions: Family::default(),
             watches: Gauge::default(),
+            cached_objects: Family::default(),
             registry_fetches: Family::default(),
             parents_failing: Gauge::default(),
             resident: Gauge::default(),
@@ -209,6 +217,13 @@ impl Default for Metrics {
              kind: ReconcilePolicies, parents, children, related and looked-up kinds, namespaces",
             None,
             m.watches.clone(),
+        );
+        registry.add(
+            "cached_objects",
+            "Objects each cache holds now, by cache (one per watch stream, and the parents' and ReconcilePolicies' \
+             own); the operator's memory grows with them",
+            None,
+            m.cached_objects.clone(),
         );
         registry.add(
             "leader",
@@ -396,6 +411,17 @@ impl Metrics {
     /// `n` watch streams are open (read when `/metrics` is scraped).
     pub fn watches(&self, n: usize) {
         self.watches.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// The objects each cache holds (read when `/metrics` is scraped). A cache that is
+    /// gone (its last policy unloaded) leaves no series behind.
+    pub fn cached<'a>(&self, caches: impl IntoIterator<Item = (&'a str, usize)>) {
+        self.cached_objects.clear();
+        for (cache, objects) in caches {
+            self.cached_objects
+                .get_or_create(&CacheLabels { cache: cache.into() })
+                .set(i64::try_from(objects).unwrap_or(i64::MAX));
+        }
     }
 
     pub fn rolled_back(&self, policy: &str) {

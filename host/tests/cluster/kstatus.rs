@@ -3,8 +3,9 @@
 //! the API server holds them. Just created: InProgress (the schema defaults
 //! `status.observedGeneration` to 0); converging: InProgress (`Reconciling`); converged:
 //! Current; its policy failing: Failed (`Stalled`); deleted and held by a finalizer:
-//! Terminating. The kinds' own walkthroughs check Current and Failed where they reach
-//! them (memcached.rs, netperf.rs, cronjob.rs, tenant.rs, reloader.rs).
+//! Terminating. Memcached and Netperf are also seen converging and a CronJob failing
+//! here; the kinds' own walkthroughs check Current and Failed where they reach them
+//! (memcached.rs, netperf.rs, cronjob.rs, tenant.rs, reloader.rs).
 
 use podset_test_support as common;
 
@@ -163,6 +164,17 @@ async fn a_podset_reads_in_progress_while_converging_current_once_converged_and_
     assert_eq!(&said.message, message, "kstatus reads the Reconciling condition");
     println!("PodSet converged: {current:?}; converging: {converging:?}");
 
+    // What the caches hold, as /metrics says: this namespace's 5 pods (3 ready, 2
+    // Pending) and 2 PodSets.
+    let cached = eventually("the caches to hold 5 pods and 2 PodSets", T, || async {
+        let text = env.op.metrics().await;
+        let pods = common::sum_metric(&text, "podset_cached_objects", r#"cache="pods""#);
+        let parents = common::sum_metric(&text, "podset_cached_objects", r#"cache="podsets.app.example.com""#);
+        (pods == 5.0 && parents == 2.0).then_some((pods, parents))
+    })
+    .await;
+    println!("cached objects (pods, PodSets): {cached:?}");
+
     // Its policy failing: a module that panics at every decision serves the PodSets of
     // a second namespace.
     let failing = Env::with_policy("kstatus-fail", &common::policy_dir().join("fixtures/panic.wasm")).await;
@@ -177,4 +189,75 @@ async fn a_podset_reads_in_progress_while_converging_current_once_converged_and_
     let resident = env.op.sum("podset_resident_memory_bytes", "").await;
     assert!(resident > 1e6, "the operator's resident set, read at the scrape: {resident}");
     println!("PodSet whose policy panics: {failed:?}");
+}
+
+/// Creates `spec` as a `kind` named `name` in `ns`.
+async fn create(client: &kube::Client, kind: &Kind, ns: &str, name: &str, spec: Value) {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &kind.resource());
+    let mut object = DynamicObject::new(name, &kind.resource());
+    object.data = json!({ "spec": spec });
+    api.create(&PostParams::default(), &object).await.unwrap_or_else(|e| panic!("create {} {name}: {e}", kind.kind));
+}
+
+/// Waits until `name` has been observed at its generation (so "just created" is past)
+/// and kstatus reads `status` of it; returns that verdict and the object's `Reconciling`.
+async fn settles_at(kind: &Kind, ns: &str, name: &str, status: &str) -> (Verdict, Option<(String, String)>) {
+    eventually(&format!("{} {name} to read {status} once observed", kind.kind), T, || async {
+        let (object, v) = read(kind, ns, name);
+        let observed = object["status"]["observedGeneration"] == object["metadata"]["generation"];
+        (observed && v.status == status).then(|| (v, reconciling(&object)))
+    })
+    .await
+}
+
+#[tokio::test]
+async fn memcached_and_netperf_read_in_progress_while_a_child_cannot_settle_and_a_refused_cronjob_reads_failed() {
+    let client = common::client().await;
+    let [_, memcached, netperf, cronjob, ..] = &kinds()[..] else { panic!("the shipped kinds") };
+    let dir = common::policy_dir();
+
+    // Memcached converging: its namespace's ResourceQuota admits no pod, so its
+    // Deployment never becomes Available.
+    let starved = common::namespace(&client, "kstatus-starved").await;
+    let quota = serde_json::from_value(json!({ "metadata": { "name": "no-pods" }, "spec": { "hard": { "pods": "0" } } }))
+        .expect("a ResourceQuota");
+    Api::<k8s_openapi::api::core::v1::ResourceQuota>::namespaced(client.clone(), &starved)
+        .create(&PostParams::default(), &quota)
+        .await
+        .expect("create the ResourceQuota");
+    let memcached_op =
+        common::Operator::start_serving(&starved, &[&dir.join("memcached.wasm")], &common::kubeconfig_path()).await;
+    create(&client, memcached, &starved, "starved", json!({ "size": 1 })).await;
+    let (said, why) = settles_at(memcached, &starved, "starved", "InProgress").await;
+    let (reason, message) = why.unwrap_or_else(|| panic!("Memcached starved has no Reconciling: {said:?}"));
+    assert_eq!(reason, "ChildrenNotReady", "{message}");
+    assert_eq!(message, "1 of 1 children not ready: Deployment starved");
+    assert_eq!(said.message, message, "kstatus reads the Reconciling condition");
+    println!("Memcached, no pods allowed: {said:?}");
+
+    // Netperf converging: its server pinned to a node that does not exist stays
+    // Pending; a refused CronJob schedule, which the schema lets through, is Failed.
+    let ns = common::namespace(&client, "kstatus-stuck").await;
+    let op = common::Operator::start_serving(
+        &ns,
+        &[&dir.join("netperf.wasm"), &dir.join("cronjob.wasm")],
+        &common::kubeconfig_path(),
+    )
+    .await;
+    create(&client, netperf, &ns, "stranded", json!({ "serverNode": "kstatus-no-such-node" })).await;
+    let (said, why) = settles_at(netperf, &ns, "stranded", "InProgress").await;
+    let (_, message) = why.unwrap_or_else(|| panic!("Netperf stranded has no Reconciling: {said:?}"));
+    assert!(message.ends_with("Pod stranded-server"), "{message}");
+    println!("Netperf, server on no node: {said:?}");
+
+    let mut spec = cronjob.spec.clone();
+    spec["schedule"] = json!("every full moon");
+    create(&client, cronjob, &ns, "lunar", spec).await;
+    let (said, _) = settles_at(cronjob, &ns, "lunar", "Failed").await;
+    assert!(said.message.contains("every full moon"), "kstatus says which schedule: {said:?}");
+    println!("CronJob, refused schedule: {said:?}");
+
+    drop((memcached_op, op));
+    common::delete_namespace(&client, &starved).await;
+    common::delete_namespace(&client, &ns).await;
 }
