@@ -86,7 +86,8 @@ apt_install() {
   fi
   # One lock per user: a file another user made first (root's earlier run) cannot be
   # opened for writing by this one; apt-get holds its own lock across users.
-  local lock="${TMPDIR:-/tmp}/podset-host-apt.$(id -u).lock"
+  local lock
+  lock="${TMPDIR:-/tmp}/podset-host-apt.$(id -u).lock"
   (
     flock 9
     missing_packages "$@" || exit 0
@@ -269,6 +270,31 @@ phase_end() {
   fi
   _PHASE_NAME=""
 }
+# Free disk: `disk_watch FILE` samples, every 15 s in the background until its caller
+# exits, the space left on the file systems of the checkout and of $TMPDIR (MiB, one line
+# "ROOT TMP" a sample); `disk_report FILE` says the first, the lowest and the last. A run
+# that fills the disk fails far from its cause ("No space left on device" in whatever
+# wrote next, then tests timing out): this line says how close each run came.
+disk_free() { df -Pm "$1" 2>/dev/null | awk 'NR == 2 { print $4 }'; }
+disk_watch() {
+  local file=$1
+  (
+    trap 'exit 0' TERM
+    while :; do
+      printf '%s %s\n' "$(disk_free "$ROOT")" "$(disk_free "${TMPDIR:-/tmp}")" >>"$file"
+      sleep 15
+    done
+  ) >/dev/null 2>&1 &
+  DISK_WATCH=$!
+}
+disk_report() {
+  [ -s "$1" ] || return 0
+  [ -z "${DISK_WATCH:-}" ] || kill "$DISK_WATCH" 2>/dev/null || true
+  awk 'NR == 1 { f = $1; ft = $2; lo = $1; lot = $2 } { if ($1 < lo) lo = $1; if ($2 < lot) lot = $2; l = $1; lt = $2 }
+    END { printf "disk free (MiB), checkout / tmp: %d / %d at the start, %d / %d at the lowest, %d / %d at the end\n",
+          f, ft, lo, lot, l, lt }' "$1"
+}
+
 phase_report() { # prints the phases of $PHASE_LOG as a table, longest first
   [ -s "${PHASE_LOG:-}" ] || return 0
   printf '\n%8s  %s\n' "seconds" "phase"

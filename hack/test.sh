@@ -26,7 +26,9 @@ results="$(mktemp)"
 background_log="$(mktemp)"
 PHASE_LOG="$(mktemp)"
 export PHASE_LOG
-trap 'rm -f "$results" "$background_log" "$PHASE_LOG"' EXIT
+disk_log="$(mktemp)"
+disk_watch "$disk_log"
+trap 'kill "$DISK_WATCH" 2>/dev/null; rm -f "$results" "$background_log" "$PHASE_LOG" "$disk_log"' EXIT
 
 # Every Debian package in one apt-get step, in the background: downloading and unpacking
 # overlap the first build, which needs none of them (check.sh's own deps step waits for
@@ -162,6 +164,7 @@ hack/cluster.sh down || down=$?
 phase_end
 
 phase_report
+disk_report "$disk_log"
 echo "make test: $(($(date +%s) - started)) s"
 # One closing line for the whole run: every cargo test binary and the scenarios.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
