@@ -108,7 +108,9 @@ pub struct Settings {
 /// A built operator, ready to run.
 pub struct Operator {
     src: Arc<Sources>,
-    listener: TcpListener,
+    /// `/metrics`, `/healthz` and `/readyz`, served from before the policies load.
+    http: tokio::task::JoinHandle<anyhow::Result<()>>,
+    server_version: Arc<version::Check>,
     files: Vec<(PathBuf, PolicyMode)>,
     /// Files whose policy could not be admitted yet (a CRD not installed, the API
     /// server unreachable): retried while running.
@@ -211,6 +213,15 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
     );
     src.kinds.remember(&remembered);
 
+    // Served from here, while the policy files load: compiling them is the slow part of
+    // a start (six modules took 46 s in a pod on a loaded 2-core node, 2026-11-28), and a
+    // liveness probe that saw no answer for that long restarted the pod, which started
+    // compiling again. /readyz says what is loading; a start that fails stops it.
+    let server_version = Arc::new(version::Check::default());
+    let (served, loaded) = (src.ctx.shutdown.child_token(), CancellationToken::new());
+    let http = tokio::spawn(serve(listener, src.clone(), server_version.clone(), loaded.clone(), served.clone()));
+    let stop_serving = served.drop_guard();
+
     let mut pending = BTreeSet::new();
     let files: Vec<(PathBuf, PolicyMode)> = (settings.policies.iter().map(|p| (p.clone(), PolicyMode::Enforce)))
         .chain(settings.shadows.iter().map(|p| (p.clone(), PolicyMode::Shadow)))
@@ -226,7 +237,9 @@ pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::R
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(Operator { src, listener, files, pending, release, lost, selected })
+    loaded.cancel();
+    stop_serving.disarm();
+    Ok(Operator { src, http, server_version, files, pending, release, lost, selected })
 }
 
 /// The teardown ledger, in the operator's own namespace (where its Lease is: the
@@ -305,7 +318,7 @@ impl Operator {
     /// Runs until the shutdown token given to [`build`] is cancelled, then stops
     /// gracefully.
     pub async fn run(self) -> anyhow::Result<()> {
-        let Operator { src, listener, files, pending, release, lost, selected } = self;
+        let Operator { src, http, server_version, files, pending, release, lost, selected } = self;
         let ctx = src.ctx.clone();
         let shutdown = ctx.shutdown.clone();
         src.kinds.sync(&ctx).await;
@@ -330,9 +343,8 @@ impl Operator {
         let rp_synced = ctx.policy_cache.clone();
         let policy_controller =
             bounded("ReconcilePolicy controller", policy_controller, &shutdown, move || rp_synced.is_synced());
-        let server_version = Arc::new(version::Check::default());
-        let version_check = check_version(ctx.client.clone(), server_version.clone(), shutdown.clone());
-        let http = serve(listener, src.clone(), server_version);
+        let version_check = check_version(ctx.client.clone(), server_version, shutdown.clone());
+        let http = async { http.await.map_err(|e| anyhow::anyhow!("the /metrics server: {e}"))? };
         info!(
             namespace = ctx.namespace.as_deref().unwrap_or("<all>"),
             selector = ctx.shard.selector().unwrap_or("<none>"),
@@ -483,13 +495,20 @@ pub async fn cancel_on_signal(token: CancellationToken) {
 /// why (a missing CRD, an API server that does not answer, a broken watch being
 /// listed again). An API server outside the supported range adds a warning line
 /// without making the operator unready.
-async fn serve(listener: TcpListener, src: Arc<Sources>, server_version: Arc<version::Check>) -> anyhow::Result<()> {
-    let stop = src.ctx.shutdown.clone();
-    type Shared = (Arc<Sources>, Arc<version::Check>);
+/// `loaded` is cancelled once the policy files given at the start have loaded (until
+/// then /readyz says so); the server stops when `stop` is cancelled.
+async fn serve(
+    listener: TcpListener,
+    src: Arc<Sources>,
+    server_version: Arc<version::Check>,
+    loaded: CancellationToken,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    type Shared = (Arc<Sources>, Arc<version::Check>, CancellationToken);
     let app = Router::new()
         .route(
             "/metrics",
-            get(|State((src, _)): State<Shared>| async move {
+            get(|State((src, _, _)): State<Shared>| async move {
                 let caches = src.caches();
                 src.ctx.metrics.watches(caches.len());
                 src.ctx.metrics.cached(caches.sizes());
@@ -502,8 +521,12 @@ async fn serve(listener: TcpListener, src: Arc<Sources>, server_version: Arc<ver
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
-            get(|State((src, server_version)): State<Shared>| async move {
-                let mut problems = src.ctx.registry.file_problems();
+            get(|State((src, server_version, loaded)): State<Shared>| async move {
+                let mut problems = Vec::new();
+                if !loaded.is_cancelled() {
+                    problems.push("loading the policy files (compiling their modules)".to_string());
+                }
+                problems.extend(src.ctx.registry.file_problems());
                 problems.extend(src.caches().problems());
                 let warning = server_version.warning().map(|w| format!("\nwarning: {w}")).unwrap_or_default();
                 if problems.is_empty() {
@@ -513,7 +536,7 @@ async fn serve(listener: TcpListener, src: Arc<Sources>, server_version: Arc<ver
                 }
             }),
         )
-        .with_state((src, server_version));
+        .with_state((src, server_version, loaded));
     info!(addr = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
     axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await?;
     Ok(())
