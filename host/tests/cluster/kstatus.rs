@@ -219,8 +219,9 @@ async fn memcached_and_netperf_read_in_progress_while_a_child_cannot_settle_and_
     // Memcached converging: its namespace's ResourceQuota admits no pod, so its
     // Deployment never becomes Available.
     let starved = common::namespace(&client, "kstatus-starved").await;
-    let quota = serde_json::from_value(json!({ "metadata": { "name": "no-pods" }, "spec": { "hard": { "pods": "0" } } }))
-        .expect("a ResourceQuota");
+    let quota =
+        serde_json::from_value(json!({ "metadata": { "name": "no-pods" }, "spec": { "hard": { "pods": "0" } } }))
+            .expect("a ResourceQuota");
     Api::<k8s_openapi::api::core::v1::ResourceQuota>::namespaced(client.clone(), &starved)
         .create(&PostParams::default(), &quota)
         .await
