@@ -6,6 +6,7 @@
 //!
 //! - [`operator`]: builds and runs everything; [`author`]: the `policy` subcommand;
 //!   [`reference`](mod@reference): the reference pages generated from the CLI and the metrics
+//! - [`config`]: what `podset-host run` is told, its flags and the settings they make
 //! - [`sources`]: where policies come from (files, registries, ReconcilePolicy objects)
 //! - [`reconcile`]: observe → decide → check → execute → status, one controller per kind
 //! - [`registry`]: which policy decides which object; [`scenario`]: decisions written down
@@ -17,6 +18,7 @@
 
 pub mod author;
 pub mod conditions;
+pub mod config;
 pub mod contract;
 pub mod crd;
 pub mod heap;

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::cli::{Format, PolicyCommand, SandboxArgs};
+use super::cli::{Format, PolicyCommand};
 use super::keys::{read_private_key, write_private};
 use super::schemas::SchemaArgs;
 use super::{bench, componentize, lifecycle, publish, replay as replays, scaffold};
+use crate::config::shared::SandboxArgs;
 use crate::contract::declarations::{kind_name, to_gvk};
 use crate::scenario::Scenario;
 use crate::{contract, sandbox, signature};

@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use super::cli::{PolicyCommand, RegistryArgs, SandboxArgs};
+use super::cli::PolicyCommand;
 use super::keys::read_private_key;
+use crate::config::shared::{RegistryArgs, SandboxArgs};
 use crate::contract::declarations::{kind_name, to_gvk};
 use crate::{contract, oci, sandbox, signature};
 

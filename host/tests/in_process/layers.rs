@@ -1,7 +1,7 @@
 //! The host's modules stand on floors, and imports only point down:
 //!
 //! ```text
-//! main → operator, author, reference → sources → reconcile → registry, scenario
+//! main → operator, author, reference → config → sources → reconcile → registry, scenario
 //!      → kubernetes, sandbox, oci → contract, signature → crd, metrics, conditions, heap
 //! ```
 //!
@@ -21,6 +21,7 @@ use syn::visit::Visit;
 /// below its own (or from itself).
 const FLOORS: &[&[&str]] = &[
     &["operator", "author", "reference"],
+    &["config"],
     &["sources"],
     &["reconcile"],
     &["registry", "scenario"],
