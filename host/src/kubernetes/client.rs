@@ -2,16 +2,14 @@
 //! a metric (`podset_api_writes_total`) and what the tests use to prove a converged
 //! PodSet costs no writes. Outside it, the write fence ([`super::fence`]).
 
-use std::task::{Context, Poll};
-
-use http::Request;
+use http::Method;
 use kube::client::ClientBuilder;
 use kube::{Client, Config};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use tower::{Layer, Service};
+use tower::BoxError;
 
-use super::request::is_write;
+use super::request::{OnWrites, WriteHook};
 use crate::metrics::WriteLabels;
 
 /// Makes the operator's clients: its own, and one acting as each service account a
@@ -62,48 +60,23 @@ impl Maker {
         let builder = ClientBuilder::try_from(config)?;
         // Fault-suite builds: faults next to the wire, so a lost response was still counted as sent.
         #[cfg(feature = "fault-suite")]
-        let builder = builder.with_layer(&self.faults);
+        let builder = builder.with_layer(&OnWrites(self.faults.clone()));
         Ok(builder
-            .with_layer(&CountWrites(self.writes.clone()))
-            .with_layer(&super::fence::FenceWrites(self.fence.clone()))
+            .with_layer(&OnWrites(CountWrites(self.writes.clone())))
+            .with_layer(&OnWrites(self.fence.clone()))
             .build())
     }
 }
 
+/// The hook that counts every write as it is sent, by verb and resource.
 #[derive(Clone)]
 pub struct CountWrites(Family<WriteLabels, Counter>);
 
-impl<S> Layer<S> for CountWrites {
-    type Service = Counted<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        Counted { inner, writes: self.0.clone() }
-    }
-}
-
-#[derive(Clone)]
-pub struct Counted<S> {
-    inner: S,
-    writes: Family<WriteLabels, Counter>,
-}
-
-impl<S, B> Service<Request<B>> for Counted<S>
-where
-    S: Service<Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        if is_write(req.method()) {
-            let labels = WriteLabels { verb: req.method().to_string(), resource: resource_of(req.uri().path()) };
-            self.writes.get_or_create(&labels).inc();
-        }
-        self.inner.call(req)
+impl WriteHook for CountWrites {
+    fn before(&self, method: &Method, path: &str) -> Result<(), BoxError> {
+        let labels = WriteLabels { verb: method.to_string(), resource: resource_of(path) };
+        self.0.get_or_create(&labels).inc();
+        Ok(())
     }
 }
 

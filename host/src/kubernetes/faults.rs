@@ -5,16 +5,13 @@
 //! the process, so a test that knows how many writes a flow makes
 //! can crash it after each one in turn. Not a timer: the point is exact.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
 
-use http::Request;
-use tower::{BoxError, Layer, Service};
+use http::Method;
+use tower::BoxError;
 
-use super::request::{is_bookkeeping, is_write};
+use super::request::{Answer, WriteHook, is_bookkeeping, is_write};
 
 /// Where the faults land.
 #[derive(Clone, Debug, Default)]
@@ -30,6 +27,7 @@ pub struct Faults {
 #[error("fault injection: the response of write {0} was lost (the server applied it)")]
 pub struct LostResponse(pub u64);
 
+/// The client's hook ([`super::request::OnWrites`]) that counts the writes and lands the faults.
 #[derive(Clone)]
 pub struct InjectFaults {
     faults: Faults,
@@ -42,46 +40,17 @@ impl InjectFaults {
     }
 }
 
-impl<S> Layer<S> for InjectFaults {
-    type Service = Injected<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        Injected { inner, layer: self.clone() }
-    }
-}
-
-#[derive(Clone)]
-pub struct Injected<S> {
-    inner: S,
-    layer: InjectFaults,
-}
-
-impl<S, B> Service<Request<B>> for Injected<S>
-where
-    S: Service<Request<B>>,
-    S::Error: Into<BoxError>,
-    S::Response: Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
+/// Takes the writes to objects: not the Lease, access reviews, or Events (published from
+/// a queue, in an order of their own: counting them would move the crash points run to run).
+impl WriteHook for InjectFaults {
+    fn takes(&self, method: &Method, path: &str) -> bool {
+        is_write(method) && !is_bookkeeping(path) && !path.starts_with("/apis/events.k8s.io/")
     }
 
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        // Writes to objects: not the Lease, access reviews, or Events (published from a queue,
-        // in an order of their own: counting them would move the crash points run to run).
-        let path = req.uri().path();
-        let write = is_write(req.method()) && !is_bookkeeping(path) && !path.starts_with("/apis/events.k8s.io/");
-        let call = self.inner.call(req);
-        if !write {
-            return Box::pin(async move { call.await.map_err(Into::into) });
-        }
-        let (faults, writes) = (self.layer.faults.clone(), self.layer.writes.clone());
+    fn after<R: Send + 'static>(&self, answer: Answer<R>) -> Answer<R> {
+        let (faults, writes) = (self.faults.clone(), self.writes.clone());
         Box::pin(async move {
-            let response = call.await.map_err(Into::into)?;
+            let response = answer.await?;
             // Counted as the response arrives: the k-th write is the k-th one the server answered.
             let n = writes.fetch_add(1, Ordering::SeqCst) + 1;
             if faults.crash_after_write == Some(n) {
@@ -98,13 +67,15 @@ where
 
 #[cfg(test)]
 mod tests {
-    use http::Method;
+    use http::Request;
+    use tower::{Layer, Service};
 
     use super::*;
+    use crate::kubernetes::request::{Hooked, OnWrites};
 
     type Inner = tower::util::ServiceFn<fn(Request<()>) -> std::future::Ready<Result<u16, BoxError>>>;
 
-    async fn send(svc: &mut Injected<Inner>, method: Method) -> Result<u16, BoxError> {
+    async fn send(svc: &mut Hooked<Inner, InjectFaults>, method: Method) -> Result<u16, BoxError> {
         std::future::poll_fn(|cx| svc.poll_ready(cx)).await?;
         svc.call(Request::builder().method(method).uri("/api/v1/namespaces/a/pods").body(()).expect("request")).await
     }
@@ -112,7 +83,7 @@ mod tests {
     #[tokio::test]
     async fn the_kth_write_loses_its_response_and_reads_are_not_counted() {
         let inner: fn(Request<()>) -> std::future::Ready<Result<u16, BoxError>> = |_| std::future::ready(Ok(201));
-        let layer = InjectFaults::new(Faults { crash_after_write: None, lose_response_of_write: Some(2) });
+        let layer = OnWrites(InjectFaults::new(Faults { crash_after_write: None, lose_response_of_write: Some(2) }));
         let mut svc = layer.layer(tower::service_fn(inner));
         assert_eq!(send(&mut svc, Method::GET).await.expect("a read"), 201);
         assert_eq!(send(&mut svc, Method::POST).await.expect("write 1"), 201);

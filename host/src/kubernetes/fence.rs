@@ -23,17 +23,16 @@
 //! on deletes). Creates carry none: that is the one write such a path can duplicate.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
-use http::Request;
+use http::Method;
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
-use tower::{BoxError, Layer, Service};
+use tower::BoxError;
 
-use super::request::{is_bookkeeping, is_write};
+use super::request::{Answer, WriteHook, is_bookkeeping, is_write};
 
 /// Until when this replica may write: always (no election), never (a standby), or
 /// until a deadline (the leader).
@@ -94,51 +93,23 @@ impl Fence {
     }
 }
 
-/// The client layer that checks the fence on every write.
-#[derive(Clone)]
-pub struct FenceWrites(pub Fence);
-
-impl<S> Layer<S> for FenceWrites {
-    type Service = FencedService<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        FencedService { inner, fence: self.0.clone() }
-    }
-}
-
-/// A client service behind [`FenceWrites`].
-#[derive(Clone)]
-pub struct FencedService<S> {
-    inner: S,
-    fence: Fence,
-}
-
-impl<S, B> Service<Request<B>> for FencedService<S>
-where
-    S: Service<Request<B>>,
-    S::Error: Into<BoxError>,
-    S::Response: Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
+/// Takes the writes to objects (not Leases or access reviews): refused once the
+/// deadline passed, abandoned if it passes before their answer comes.
+impl WriteHook for Fence {
+    fn takes(&self, method: &Method, path: &str) -> bool {
+        is_write(method) && !is_bookkeeping(path)
     }
 
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        let fenced = is_write(req.method()) && !is_bookkeeping(req.uri().path());
-        if fenced && !self.fence.allows(SystemTime::now()) {
-            self.fence.refused.inc();
-            return Box::pin(std::future::ready(Err(Box::new(Fenced) as BoxError)));
+    fn before(&self, _: &Method, _: &str) -> Result<(), BoxError> {
+        if self.allows(SystemTime::now()) {
+            return Ok(());
         }
-        let call = self.inner.call(req);
-        if !fenced {
-            return Box::pin(async move { call.await.map_err(Into::into) });
-        }
-        let fence = self.fence.clone();
-        let mut call = Box::pin(call);
+        self.refused.inc();
+        Err(Box::new(Fenced))
+    }
+
+    fn after<R: Send + 'static>(&self, mut answer: Answer<R>) -> Answer<R> {
+        let fence = self.clone();
         let mut wake = Box::pin(tokio::time::sleep(Duration::ZERO));
         Box::pin(std::future::poll_fn(move |cx| {
             // The deadline is read on the wall clock at every wake, before the request is
@@ -158,7 +129,7 @@ where
                     break;
                 }
             }
-            call.as_mut().poll(cx).map_err(Into::into)
+            answer.as_mut().poll(cx)
         }))
     }
 }
@@ -167,9 +138,11 @@ where
 mod tests {
     use std::time::Duration;
 
-    use http::Method;
+    use http::Request;
+    use tower::{Layer, Service};
 
     use super::*;
+    use crate::kubernetes::request::{Hooked, OnWrites};
 
     type Inner = tower::util::ServiceFn<fn(Request<()>) -> std::future::Ready<Result<u16, BoxError>>>;
 
@@ -177,14 +150,14 @@ mod tests {
         Request::builder().method(method).uri(path).body(()).expect("request")
     }
 
-    async fn send(svc: &mut FencedService<Inner>, method: Method, path: &str) -> Result<u16, BoxError> {
+    async fn send(svc: &mut Hooked<Inner, Fence>, method: Method, path: &str) -> Result<u16, BoxError> {
         std::future::poll_fn(|cx| svc.poll_ready(cx)).await?;
         svc.call(request(method, path)).await
     }
 
-    fn fenced(fence: &Fence) -> FencedService<Inner> {
+    fn fenced(fence: &Fence) -> Hooked<Inner, Fence> {
         let inner: fn(Request<()>) -> std::future::Ready<Result<u16, BoxError>> = |_| std::future::ready(Ok(200));
-        FenceWrites(fence.clone()).layer(tower::service_fn(inner))
+        OnWrites(fence.clone()).layer(tower::service_fn(inner))
     }
 
     #[tokio::test]
@@ -213,7 +186,7 @@ mod tests {
 
     /// A write answered after `delay`.
     fn slow(fence: &Fence, delay: Duration) -> impl Service<Request<()>, Response = u16, Error = BoxError> {
-        FenceWrites(fence.clone()).layer(tower::service_fn(move |_: Request<()>| async move {
+        OnWrites(fence.clone()).layer(tower::service_fn(move |_: Request<()>| async move {
             tokio::time::sleep(delay).await;
             Ok::<u16, BoxError>(200)
         }))
@@ -253,7 +226,7 @@ mod tests {
         let sent = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let connected = Arc::new(tokio::sync::Notify::new());
         let fence = Fence::shut(Counter::default());
-        let mut svc = FenceWrites(fence.clone()).layer(tower::service_fn({
+        let mut svc = OnWrites(fence.clone()).layer(tower::service_fn({
             let (sent, connected) = (sent.clone(), connected.clone());
             move |_: Request<()>| {
                 let (sent, connected) = (sent.clone(), connected.clone());

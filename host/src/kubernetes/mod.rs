@@ -1,8 +1,9 @@
-//! Kubernetes plumbing: the client (with its write counter and write fence), the caches every
-//! reconcile reads from (with the health that gates reconciles and `/readyz`) and the
-//! compact objects they hold, the shared watches of children and related kinds, the
-//! access checks made when a policy loads, leader election, the teardown ledger, the namespaces a
-//! shard serves, and the API server's version against the range this build supports.
+//! Kubernetes plumbing: the client (with its write counter and write fence, each a hook on
+//! its writes: [`request`]), the caches every reconcile reads from (with the health that
+//! gates reconciles and `/readyz`) and the compact objects they hold, the shared watches of
+//! children and related kinds, the access checks made when a policy loads, leader
+//! election, the teardown ledger, the namespaces a shard serves, and the API server's
+//! version against the range this build supports.
 
 pub mod access;
 pub mod cache;
