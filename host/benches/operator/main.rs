@@ -1,0 +1,64 @@
+//! `make bench`: the operator (release build) beside its peer, on a private control
+//! plane with the simulated node. Measurements only; nothing here asserts a speed.
+//!
+//! - **Peer**: N PodSets × R replicas against N ReplicaSets × R of the same pod
+//!   template, reconciled by kube-controller-manager's own ReplicaSet controller,
+//!   in alternating rounds; time to converge (all, and p50/p99 per object), the
+//!   writes the API server counted (`apiserver_request_total`, not our metrics),
+//!   scale to 1 and back. The controller manager runs with a client rate high
+//!   enough not to be what is measured, and once more at its default.
+//! - **Shadow**: the same rounds with a shadow of the same module beside every
+//!   decision (a Shadow ReconcilePolicy in the round's namespace), against none.
+//! - **Hot swap** across the PodSets of the last round.
+//! - **Languages**: the PodSet policy in TypeScript and in Go against the same in Rust,
+//!   each in an operator of its own, in alternating rounds.
+//! - **Scale**: many PodSets with three policies loaded: time, memory, the writes
+//!   and CPU of a resync with nothing to do, memory per extra policy.
+//!
+//! `BENCH_QUICK=1` runs every group small and once (`make test` does, so that they
+//! cannot rot); it checks that they run, not how fast. `BENCH_ROUNDS_ONLY=1` stops
+//! after the alternating rounds and prints their tables without writing them (about
+//! 12 minutes instead of 38): for trying a change to convergence, or an operator
+//! setting, which the operators inherit from the environment
+//! (`RECONCILE_DEBOUNCE=100ms BENCH_ROUNDS_ONLY=1 make bench`).
+//!
+//! Measuring and drawing are apart: each group measures into its figures, and a
+//! function of those figures alone draws its table ([`table`]), so that what a table
+//! prints can be read and tried without a cluster.
+
+mod at_size;
+mod compared;
+mod languages;
+mod machine;
+mod metrics;
+mod peer;
+mod report;
+mod round;
+mod rounds;
+mod scale;
+mod sizes;
+mod stats;
+mod table;
+mod watch;
+
+use podset_test_support as common;
+
+use sizes::{Run, Sizes};
+
+#[tokio::main]
+async fn main() {
+    let (s, run) = Sizes::from_env();
+    let client = common::client().await;
+    let run_label = format!("podset.dev/bench={}", std::process::id());
+    let mut tables = Vec::new();
+    if run != Run::ScaleOnly {
+        tables.extend(rounds::tables(&client, &s, &run_label).await);
+        tables.extend(languages::tables(&client, &s).await);
+    }
+    if run != Run::RoundsOnly {
+        // The scale table and the curve start operators of their own.
+        tables.push((scale::scale(&client, &s, &run_label).await, "reference"));
+        tables.push((scale::curve(&client, &s, &run_label).await, "ReplicaSet controller"));
+    }
+    report::report(&client, run, &tables).await;
+}

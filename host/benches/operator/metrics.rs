@@ -1,0 +1,106 @@
+//! What the operator's own metrics say of a round: where its reconcile time went, its
+//! decisions about a few pods, and what a shadow did.
+
+use podset_test_support as common;
+
+/// Where an operator's reconcile time went, from its own metrics (all sums, seconds).
+#[derive(Clone, Copy, Default)]
+pub struct Split {
+    pub decisions: f64,
+    pub decision_seconds: f64,
+    pub reconcile_seconds: f64,
+}
+
+impl Split {
+    pub fn of(m: &str) -> Split {
+        Split {
+            decisions: common::sum_metric(m, "podset_policy_decision_duration_seconds_count", ""),
+            decision_seconds: common::sum_metric(m, "podset_policy_decision_duration_seconds_sum", ""),
+            reconcile_seconds: common::sum_metric(m, "podset_reconcile_duration_seconds_sum", ""),
+        }
+    }
+
+    pub fn minus(&self, before: &Split) -> Split {
+        Split {
+            decisions: self.decisions - before.decisions,
+            decision_seconds: self.decision_seconds - before.decision_seconds,
+            reconcile_seconds: self.reconcile_seconds - before.reconcile_seconds,
+        }
+    }
+
+    pub fn mean_decision(&self) -> f64 {
+        self.decision_seconds / self.decisions.max(1.0)
+    }
+
+    /// The decisions' share of the time spent reconciling.
+    pub fn decision_share(&self) -> f64 {
+        self.decision_seconds / self.reconcile_seconds.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// An operator's decisions about a few pods (1-9, the rounds' size), from its metrics:
+/// count, wall and CPU seconds.
+#[derive(Clone, Copy, Default)]
+pub struct Decisions {
+    pub count: f64,
+    pub wall: f64,
+    pub cpu: f64,
+}
+
+impl Decisions {
+    pub fn of(metrics: &str) -> Decisions {
+        let few = r#"children="1-9""#;
+        Decisions {
+            count: common::sum_metric(metrics, "podset_policy_decision_duration_seconds_count", few),
+            wall: common::sum_metric(metrics, "podset_policy_decision_duration_seconds_sum", few),
+            cpu: common::sum_metric(metrics, "podset_policy_decision_cpu_seconds_sum", few),
+        }
+    }
+
+    pub fn minus(&self, before: &Decisions) -> Decisions {
+        Decisions { count: self.count - before.count, wall: self.wall - before.wall, cpu: self.cpu - before.cpu }
+    }
+
+    pub fn plus(&self, other: &Decisions) -> Decisions {
+        Decisions { count: self.count + other.count, wall: self.wall + other.wall, cpu: self.cpu + other.cpu }
+    }
+
+    pub fn mean_wall(&self) -> f64 {
+        self.wall / self.count.max(1.0)
+    }
+
+    pub fn mean_cpu(&self) -> f64 {
+        self.cpu / self.count.max(1.0)
+    }
+}
+
+/// A shadow's work in a round, from the operator's metrics and the API server's.
+#[derive(Clone, Copy, Default)]
+pub struct ShadowSplit {
+    pub decisions: f64,
+    pub agreed: f64,
+    pub dropped: f64,
+    pub seconds: f64,
+    /// Writes to ReconcilePolicy status (the throttled tally).
+    pub status_writes: f64,
+}
+
+impl ShadowSplit {
+    pub async fn of(op: &common::Operator, ns: &str) -> ShadowSplit {
+        let m = op.metrics().await;
+        let policy = format!(r#"policy="{ns}/shadow""#);
+        let outcome =
+            |o: &str| common::sum_metric(&m, "podset_shadow_decisions_total", &format!(r#"{policy},outcome="{o}""#));
+        ShadowSplit {
+            decisions: ["agree", "differ", "failed"].iter().map(|o| outcome(o)).sum(),
+            agreed: outcome("agree"),
+            dropped: outcome("dropped"),
+            seconds: common::sum_metric(&m, "podset_shadow_decision_duration_seconds_sum", &policy),
+            status_writes: 0.0,
+        }
+    }
+
+    pub fn mean(&self) -> f64 {
+        self.seconds / self.decisions.max(1.0)
+    }
+}

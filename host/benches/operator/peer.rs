@@ -1,0 +1,129 @@
+//! Who reconciles a round's objects, and the writes the API server counted for it.
+
+use std::collections::HashMap;
+
+use kube::Client;
+use kube::api::DynamicObject;
+use kube::core::{ApiResource, GroupVersionKind};
+use podset_test_support as common;
+use serde_json::json;
+
+/// The kind of a round's objects, and so the controller that reconciles them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Peer {
+    ReplicaSet,
+    PodSet,
+}
+
+impl Peer {
+    pub fn resource(self) -> ApiResource {
+        match self {
+            Peer::ReplicaSet => ApiResource::from_gvk(&GroupVersionKind::gvk("apps", "v1", "ReplicaSet")),
+            Peer::PodSet => ApiResource::from_gvk(&GroupVersionKind::gvk("app.example.com", "v1alpha1", "PodSet")),
+        }
+    }
+
+    /// The object, with the pod template every peer runs (on the simulated node).
+    pub fn object(self, name: &str, replicas: i32) -> DynamicObject {
+        let ps = common::podset(name, replicas);
+        let mut template = serde_json::to_value(ps.spec.template).expect("template");
+        let value = match self {
+            Peer::PodSet => json!({
+                "apiVersion": "app.example.com/v1alpha1", "kind": "PodSet",
+                "metadata": { "name": name },
+                "spec": { "replicas": replicas, "template": template }
+            }),
+            Peer::ReplicaSet => {
+                template["metadata"]["labels"]["bench-rs"] = json!(name);
+                // The security context the operator gives a PodSet's pods, which the
+                // namespace's restricted Pod Security admission requires of these too.
+                if let Some(spec) = template.get_mut("spec") {
+                    podset_host::reconcile::restrict::pod_spec("spec", spec, Default::default())
+                        .expect("the template is restricted");
+                }
+                json!({
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "metadata": { "name": name },
+                    "spec": { "replicas": replicas, "selector": { "matchLabels": { "bench-rs": name } }, "template": template }
+                })
+            }
+        };
+        serde_json::from_value(value).expect("object")
+    }
+
+    /// Whether `o`'s status says it has exactly `replicas`, all available, for its
+    /// current spec.
+    pub fn settled(self, o: &DynamicObject, replicas: i64) -> bool {
+        let st = &o.data["status"];
+        let current = st["observedGeneration"].as_i64() == o.metadata.generation;
+        let count = match self {
+            Peer::ReplicaSet => st["replicas"].as_i64(),
+            Peer::PodSet => st["podNames"].as_array().map(|a| a.len() as i64),
+        };
+        current && count == Some(replicas) && st["availableReplicas"].as_i64() == Some(replicas)
+    }
+
+    /// The resources whose writes are the controller's own (not the scheduler's
+    /// bindings, not the node's pod status).
+    pub fn writes(self) -> [(&'static str, &'static str); 4] {
+        let parent = match self {
+            Peer::ReplicaSet => "replicasets",
+            Peer::PodSet => "podsets",
+        };
+        [("pods", ""), (parent, ""), (parent, "status"), ("events", "")]
+    }
+}
+
+/// The API server's own count of write requests, by (resource, subresource).
+pub async fn apiserver_writes(client: &Client) -> HashMap<(String, String), f64> {
+    let req = http::Request::get("/metrics").body(Vec::new()).expect("request");
+    let text = client.request_text(req).await.expect("the API server's /metrics");
+    let mut out = HashMap::new();
+    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let Some((labels, value)) = line.rsplit_once(' ') else { continue };
+        let label = |k: &str| {
+            let from = labels.find(&format!("{k}=\""))? + k.len() + 2;
+            Some(labels[from..].split('"').next()?.to_string())
+        };
+        let verb = label("verb").unwrap_or_default();
+        if !matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "DELETE" | "DELETECOLLECTION") {
+            continue;
+        }
+        let key = (label("resource").unwrap_or_default(), label("subresource").unwrap_or_default());
+        *out.entry(key).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
+    }
+    out
+}
+
+/// The controller's writes between `before` and `after`, in the order of [`Peer::writes`].
+pub fn controller_writes(
+    peer: Peer,
+    before: &HashMap<(String, String), f64>,
+    after: &HashMap<(String, String), f64>,
+) -> [f64; 4] {
+    peer.writes().map(|(r, s)| {
+        let k = (r.to_string(), s.to_string());
+        after.get(&k).unwrap_or(&0.0) - before.get(&k).unwrap_or(&0.0)
+    })
+}
+
+/// Who reconciles a round's objects.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Who {
+    ReplicaSet,
+    /// The operator, guest-podset in the sandbox.
+    Wasm,
+    /// The same operator build, guest-podset linked in natively.
+    Native,
+    /// The operator, guest-podset in the sandbox, with a shadow of the same module.
+    Shadowed,
+}
+
+impl Who {
+    pub fn peer(self) -> Peer {
+        match self {
+            Who::ReplicaSet => Peer::ReplicaSet,
+            Who::Wasm | Who::Native | Who::Shadowed => Peer::PodSet,
+        }
+    }
+}

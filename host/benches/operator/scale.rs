@@ -1,0 +1,291 @@
+//! Scale: many PodSets with three policies loaded (time, memory, a resync with nothing
+//! to do, a shadow on every PodSet, the owner-UID index), and the curve of cost against
+//! the number of objects, beside the ReplicaSet controller.
+
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use podset_test_support as common;
+
+use crate::at_size::{Alone, isolated_decisions};
+use crate::machine::{component_cpu, component_pid, cpu_seconds, rss};
+use crate::metrics::Decisions;
+use crate::peer::{Peer, apiserver_writes, controller_writes};
+use crate::round::{bench_namespace, create_all, drop_namespace, kcm_rate};
+use crate::sizes::{CURVE_REPLICAS, Sizes};
+use crate::table::{Table, Unit};
+use crate::watch::{T, settle};
+
+/// Many PodSets with three policies loaded: time to converge, memory, a resync with
+/// nothing to do (writes and CPU), and the memory an extra loaded policy costs.
+pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
+    let policies: Vec<std::path::PathBuf> =
+        ["podset.wasm", "memcached.wasm", "netperf.wasm"].iter().map(|p| common::policy_dir().join(p)).collect();
+    let all: Vec<&std::path::Path> = policies.iter().map(|p| p.as_path()).collect();
+    let resync = format!("{}s", s.resync.as_secs());
+
+    // Idle, with one policy and with three: what an extra loaded policy costs.
+    let mut idle = Vec::new();
+    for loaded in [&all[..1], &all[..]] {
+        let op = common::Operator::spawn_shard("bench-idle", label, loaded, &common::kubeconfig_path(), &[]);
+        op.ready().await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        idle.push(rss(op.pid()));
+    }
+    let per_policy = (idle[1] - idle[0]) / 2.0;
+
+    let op =
+        common::Operator::spawn_shard("bench-scale", label, &all, &common::kubeconfig_path(), &["--resync", &resync]);
+    op.ready().await;
+    let ns = bench_namespace(client, "bench-scale", label).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &Peer::PodSet.resource());
+    let started = Instant::now();
+    let names: Vec<String> = (0..s.scale_objects).map(|i| format!("s-{i:04}")).collect();
+    for chunk in names.chunks(200) {
+        create_all(&api, Peer::PodSet, chunk, s.replicas, started).await;
+    }
+    settle(Peer::PodSet, &api, s.scale_objects, i64::from(s.replicas), started).await;
+    let converge = started.elapsed();
+    let busy = rss(op.pid());
+
+    // A resync with nothing to do: every PodSet reconciled again, no write.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let writes_before = common::cluster_writes(&op.metrics().await);
+    let reconciles_before = op.sum("podset_reconciles_total", "").await;
+    let decisions_before = Decisions::of(&op.metrics().await);
+    let cpu_before = cpu_seconds(op.pid());
+    tokio::time::sleep(s.resync + Duration::from_secs(5)).await;
+    let writes = common::cluster_writes(&op.metrics().await) - writes_before;
+    let reconciled = op.sum("podset_reconciles_total", "").await - reconciles_before;
+    let cpu = cpu_seconds(op.pid()) - cpu_before;
+    // The same decisions as in the rounds (a few pods), with the control plane idle.
+    let resync_decisions = Decisions::of(&op.metrics().await).minus(&decisions_before);
+    let alone = isolated_decisions(&common::read_policy("podset.wasm"), s.replicas as usize);
+
+    // A shadow of the same module on every PodSet: loading it re-queues them all, so
+    // each is decided again, live and shadow. Memory and writes, apart from the
+    // shadow's own throttled status.
+    // The writes a decision can cause: pods, and PodSets (metadata and status).
+    let decided_writes = |m: &str| {
+        ["pods\"", "podsets\"", "podsets/status\""]
+            .iter()
+            .map(|r| common::sum_metric(m, "podset_api_writes_total", &format!("resource=\"{r}")))
+            .sum::<f64>()
+    };
+    let m = op.metrics().await;
+    let (writes_before, events_before) =
+        (decided_writes(&m), common::sum_metric(&m, "podset_api_writes_total", r#"resource="events""#));
+    let status_before = op.sum("podset_api_writes_total", r#"resource="reconcilepolicies"#).await;
+    let podset = common::read_policy("podset.wasm");
+    common::publish_shadow(client, &ns, "shadow", "shadow-module", &podset, None).await;
+    common::policy_loaded(client, &ns, "shadow", &op).await;
+    let label = format!(r#"policy="{ns}/shadow""#);
+    let shadowed = common::eventually("the shadow to decide for every PodSet", T, || async {
+        let n = op.sum("podset_shadow_decisions_total", &label).await;
+        (n >= s.scale_objects as f64).then_some(n)
+    })
+    .await;
+    tokio::time::sleep(podset_host::sources::cluster::SHADOW_REPORT + Duration::from_secs(1)).await;
+    let shadow_rss = rss(op.pid());
+    let status_writes = op.sum("podset_api_writes_total", r#"resource="reconcilepolicies"#).await - status_before;
+    let m = op.metrics().await;
+    let shadow_writes = decided_writes(&m) - writes_before;
+    let events = common::sum_metric(&m, "podset_api_writes_total", r#"resource="events""#) - events_before;
+    drop(op);
+    let (indexed, scanned) = children_lookup(client, &ns, &api).await;
+    drop_namespace(client, &ns).await;
+
+    let figures = Scaled {
+        converge,
+        busy,
+        per_policy,
+        reconciled,
+        writes,
+        cpu,
+        alone,
+        resync_decisions,
+        shadowed,
+        shadow_rss,
+        status_writes,
+        events,
+        shadow_writes,
+        indexed,
+        scanned,
+    };
+    scale_table(s, &figures)
+}
+
+/// What [`scale`] measured.
+pub struct Scaled {
+    pub converge: Duration,
+    /// RSS (MiB): converged, and per extra loaded policy.
+    pub busy: f64,
+    pub per_policy: f64,
+    /// A resync with nothing to do: reconciles, writes, CPU seconds.
+    pub reconciled: f64,
+    pub writes: f64,
+    pub cpu: f64,
+    /// The module alone, and the decisions of that resync.
+    pub alone: Alone,
+    pub resync_decisions: Decisions,
+    /// A shadow on every PodSet: its decisions, the RSS after, the ReconcilePolicy's
+    /// status writes and Events, the writes to pods and PodSets.
+    pub shadowed: f64,
+    pub shadow_rss: f64,
+    pub status_writes: f64,
+    pub events: f64,
+    pub shadow_writes: f64,
+    /// A parent's children: by index, and by a scan of the namespace.
+    pub indexed: Duration,
+    pub scanned: Duration,
+}
+
+/// The table of what [`scale`] measured.
+pub fn scale_table(s: &Sizes, f: &Scaled) -> Table {
+    let mut t = Table::new(&format!("Scale: {} PodSets × {} replicas, 3 policies loaded", s.scale_objects, s.replicas));
+    t.alone("time until every PodSet reports all replicas available", f.converge.as_secs_f64(), Unit::Seconds, None);
+    t.alone("operator RSS, converged", f.busy, Unit::MiB, Some(60.0));
+    t.alone("RSS per extra loaded policy (idle, 3 policies vs 1)", f.per_policy, Unit::MiB, Some(2.0));
+    let reconciled = f.reconciled;
+    t.alone(
+        &format!("writes during a resync with nothing to do ({reconciled} reconciles)"),
+        f.writes,
+        Unit::Count,
+        Some(0.0),
+    );
+    t.alone("CPU of that resync", f.cpu, Unit::Seconds, None);
+    // Beside the busy rounds' figure: how much of the gap to the module alone is the
+    // operator's, and how much a machine whose cores the control plane fills.
+    t.decisions(
+        "a decision of that resync, the machine otherwise quiet: alone (p50) vs inside the operator (mean)",
+        &f.alone,
+        &f.resync_decisions,
+        None,
+    );
+    let (shadowed, status_writes, events) = (f.shadowed, f.status_writes, f.events);
+    t.alone(
+        &format!("operator RSS after a shadow of the same module decided for every PodSet ({shadowed} decisions)"),
+        f.shadow_rss,
+        Unit::MiB,
+        Some(60.0),
+    );
+    t.alone(
+        &format!(
+            "writes to pods and PodSets those decisions caused (the ReconcilePolicy's: {status_writes} to its status, \
+             {events} Events)"
+        ),
+        f.shadow_writes,
+        Unit::Count,
+        Some(0.0),
+    );
+    t.ratio(
+        &format!(
+            "a parent's children out of {} cached pods: by owner-UID index vs a scan of the namespace (peer column)",
+            s.scale_objects * s.replicas as usize
+        ),
+        f.scanned.as_secs_f64() * 1e6,
+        f.indexed.as_secs_f64() * 1e6,
+        Unit::Micros,
+        None,
+    );
+    t
+}
+
+/// How cost grows with work: at each size of the curve, PodSets with a fresh operator
+/// (one policy) and ReplicaSets with the controller manager, one after the other.
+pub async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
+    let policy = common::policy_dir().join("podset.wasm");
+    // The peer at the rate the rounds give it (`BENCH_SCALE_ONLY` runs no rounds first).
+    kcm_rate(1000, 1000);
+    let mut points = Vec::new();
+    for &n in s.curve {
+        let op = common::Operator::spawn_shard("bench-curve", label, &[&policy], &common::kubeconfig_path(), &[]);
+        op.ready().await;
+        let ours = curve_point(client, Peer::PodSet, label, n).await;
+        let ours_rss = rss(op.pid());
+        drop(op);
+        let peer = curve_point(client, Peer::ReplicaSet, label, n).await;
+        let kcm_rss = rss(component_pid("kube-controller-manager"));
+        eprintln!("curve {n}: ReplicaSet {peer:?}, PodSet {ours:?}; RSS {kcm_rss:.1} vs {ours_rss:.1} MiB");
+        points.push(CurvePoint { n, peer, ours, kcm_rss, ours_rss });
+    }
+    curve_table(s, &points)
+}
+
+/// One size of the curve: `n` objects of each, (seconds to converge, writes per object,
+/// API server CPU seconds per object) and the RSS of the controller manager and ours.
+pub struct CurvePoint {
+    pub n: usize,
+    pub peer: (f64, f64, f64),
+    pub ours: (f64, f64, f64),
+    pub kcm_rss: f64,
+    pub ours_rss: f64,
+}
+
+/// The table of the curve's points.
+pub fn curve_table(s: &Sizes, points: &[CurvePoint]) -> Table {
+    let mut t = Table::new(&format!(
+        "Scale curve: {} objects × {CURVE_REPLICAS} pods, one round each (RSS: the operator vs the whole controller \
+         manager)",
+        s.curve.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
+    ));
+    for &CurvePoint { n, peer, ours, kcm_rss, ours_rss } in points {
+        let at = |what: &str| format!("{n} objects: {what}");
+        t.ratio(&at("time until every object reports all replicas available"), peer.0, ours.0, Unit::Seconds, None);
+        t.ratio(&at("API writes per object"), peer.1, ours.1, Unit::Count, None);
+        t.ratio(&at("API server CPU per object"), peer.2 * 1e3, ours.2 * 1e3, Unit::MsCpu, None);
+        t.ratio(&at("RSS"), kcm_rss, ours_rss, Unit::MiB, None);
+    }
+    t
+}
+
+/// `n` objects of `peer` × [`CURVE_REPLICAS`] in a fresh namespace, created 200 at a
+/// time: (seconds to converge, writes per object, API server CPU seconds per object).
+async fn curve_point(client: &Client, peer: Peer, label: &str, n: usize) -> (f64, f64, f64) {
+    let ns = bench_namespace(client, "bench-curve", label).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &peer.resource());
+    let names: Vec<String> = (0..n).map(|i| format!("c-{i:05}")).collect();
+    let before = apiserver_writes(client).await;
+    let apiserver_before = component_cpu("kube-apiserver");
+    let started = Instant::now();
+    for chunk in names.chunks(200) {
+        create_all(&api, peer, chunk, CURVE_REPLICAS, started).await;
+    }
+    settle(peer, &api, n, i64::from(CURVE_REPLICAS), started).await;
+    let converge = started.elapsed().as_secs_f64();
+    // Writes that trail the last status count too.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let writes: f64 = controller_writes(peer, &before, &apiserver_writes(client).await).iter().sum();
+    let apiserver_cpu = component_cpu("kube-apiserver") - apiserver_before;
+    drop_namespace(client, &ns).await;
+    (converge, writes / n as f64, apiserver_cpu / n as f64)
+}
+
+/// The effect of the owner-UID index: the operator's own child store, filled with
+/// the pods of `ns` as the API server lists them, asked for every PodSet's pods by
+/// index and by a scan of the namespace. Mean per lookup, `(indexed, scanned)`.
+async fn children_lookup(client: &Client, ns: &str, podsets: &Api<DynamicObject>) -> (Duration, Duration) {
+    use podset_host::kubernetes::object::Object;
+    use podset_host::kubernetes::store::{ObjectStore, controller_uid};
+    let pods: Api<Object> =
+        Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod")));
+    let store = ObjectStore::default();
+    store.apply(kube::runtime::watcher::Event::Init);
+    for pod in pods.list(&Default::default()).await.expect("list pods").items {
+        store.apply(kube::runtime::watcher::Event::InitApply(pod));
+    }
+    store.apply(kube::runtime::watcher::Event::InitDone);
+    let uids: Vec<String> =
+        podsets.list(&Default::default()).await.expect("list").items.iter().filter_map(|p| p.uid()).collect();
+    let time = |f: &dyn Fn(&str) -> usize| {
+        let t = Instant::now();
+        let found: usize = uids.iter().map(|u| f(u)).sum();
+        assert_eq!(found, store.len(), "every pod found once");
+        t.elapsed() / u32::try_from(uids.len().max(1)).unwrap_or(u32::MAX)
+    };
+    let indexed = time(&|uid| store.controlled_by(uid).len());
+    let scanned = time(&|uid| store.in_namespace(ns, |o| controller_uid(o) == Some(uid)).len());
+    (indexed, scanned)
+}

@@ -1,0 +1,74 @@
+//! How big a run is, and which groups it runs: `BENCH_QUICK`, `BENCH_ROUNDS_ONLY`,
+//! `BENCH_SCALE_ONLY`.
+
+use std::time::Duration;
+
+/// The sizes of one run of the benchmark.
+pub struct Sizes {
+    pub objects: usize,
+    pub replicas: i32,
+    pub rounds: usize,
+    pub scale_objects: usize,
+    pub resync: Duration,
+    /// The scale curve: objects at each point, of `CURVE_REPLICAS` pods.
+    pub curve: &'static [usize],
+}
+
+/// Pods per object on the scale curve.
+pub const CURVE_REPLICAS: i32 = 2;
+
+impl Sizes {
+    pub fn from_env() -> (Sizes, Run) {
+        let set = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
+        let run = match (set("BENCH_QUICK"), set("BENCH_ROUNDS_ONLY"), set("BENCH_SCALE_ONLY")) {
+            (true, _, _) => Run::Quick,
+            (false, true, _) => Run::RoundsOnly,
+            (false, false, true) => Run::ScaleOnly,
+            (false, false, false) => Run::Full,
+        };
+        let sizes = if run == Run::Quick {
+            Sizes {
+                objects: 10,
+                replicas: 2,
+                rounds: 1,
+                scale_objects: 20,
+                resync: Duration::from_secs(5),
+                curve: &[10, 20],
+            }
+        } else {
+            Sizes {
+                objects: 200,
+                replicas: 5,
+                rounds: 3,
+                scale_objects: 1000,
+                resync: Duration::from_secs(30),
+                curve: &[100, 1000, 5000],
+            }
+        };
+        (sizes, run)
+    }
+}
+
+/// What this run of the benchmark is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Run {
+    Full,
+    /// `BENCH_QUICK=1`: every group, small.
+    Quick,
+    /// `BENCH_ROUNDS_ONLY=1`: the alternating rounds only.
+    RoundsOnly,
+    /// `BENCH_SCALE_ONLY=1`: the scale table and the curve only.
+    ScaleOnly,
+}
+
+impl Run {
+    /// What the results' heading says of the run.
+    pub fn note(self) -> &'static str {
+        match self {
+            Run::Full => "",
+            Run::Quick => " (BENCH_QUICK=1: a smoke run, sizes not meaningful)",
+            Run::RoundsOnly => " (BENCH_ROUNDS_ONLY=1: the alternating rounds only)",
+            Run::ScaleOnly => " (BENCH_SCALE_ONLY=1: the scale table and the curve only)",
+        }
+    }
+}

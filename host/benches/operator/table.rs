@@ -1,0 +1,180 @@
+//! A results table: a figure of the peer's beside ours, their ratio, the goal and
+//! whether it was met. Rows that compare two sets of rounds are data ([`Row`]), drawn
+//! by [`Table::rows`]; a figure measured once is a call ([`Table::ratio`],
+//! [`Table::alone`]).
+
+use std::fmt::Write as _;
+
+use crate::at_size::Alone;
+use crate::metrics::Decisions;
+use crate::round::Round;
+use crate::sizes::Sizes;
+use crate::stats::{lowest_first, median};
+
+/// A table: peer, ours, ratio, goal, pass/fail.
+pub struct Table {
+    title: String,
+    rows: Vec<[String; 6]>,
+}
+
+/// A row comparing two sets of rounds: the peer's (or a baseline's) and ours.
+pub struct Row {
+    /// The row's label; `{replicas}` stands for the replicas of the rounds' objects.
+    pub what: &'static str,
+    pub read: Read,
+    pub unit: Unit,
+    /// The ratio that passes, or for [`Read::Ours`] the figure (lower is better).
+    pub goal: Option<f64>,
+    /// Beneath it, a row of each round's figures and ratios ([`Read::Medians`] only).
+    pub each_round: bool,
+}
+
+impl Row {
+    /// The medians of `f` over the peer's rounds and over ours, without a goal.
+    pub const fn medians(what: &'static str, f: fn(&Round) -> f64, unit: Unit) -> Row {
+        Row { what, read: Read::Medians(f), unit, goal: None, each_round: false }
+    }
+
+    /// The median of `f` over our rounds alone, without a goal.
+    pub const fn ours(what: &'static str, f: fn(&Round) -> f64, unit: Unit) -> Row {
+        Row { what, read: Read::Ours(f), unit, goal: None, each_round: false }
+    }
+
+    /// This row, passing at `goal` or under.
+    pub const fn goal(self, goal: f64) -> Row {
+        Row { goal: Some(goal), ..self }
+    }
+
+    /// This row, with each round's figures beneath it.
+    pub const fn each_round(self) -> Row {
+        Row { each_round: true, ..self }
+    }
+}
+
+/// What a [`Row`] reads from the rounds.
+#[derive(Clone, Copy)]
+pub enum Read {
+    /// The median over the peer's rounds against the median over ours.
+    Medians(fn(&Round) -> f64),
+    /// The median over our rounds, alone.
+    Ours(fn(&Round) -> f64),
+    /// Two figures of our rounds against each other (medians): the first in the peer's
+    /// column, the second in ours.
+    Within(fn(&Round) -> f64, fn(&Round) -> f64),
+}
+
+/// How a figure is written.
+#[derive(Clone, Copy)]
+pub enum Unit {
+    /// Seconds, to the hundredth.
+    Seconds,
+    /// Seconds, written in whole milliseconds.
+    Millis,
+    /// Milliseconds of CPU time, to the tenth.
+    MsCpu,
+    /// Microseconds, whole.
+    Micros,
+    /// Mebibytes, to the tenth.
+    MiB,
+    /// Megabytes, to the hundredth.
+    MB,
+    /// A count, to the tenth.
+    Count,
+    /// A share, in percent, to the hundredth.
+    Percent,
+}
+
+impl Unit {
+    pub fn show(self, v: f64) -> String {
+        match self {
+            Unit::Seconds => format!("{v:.2} s"),
+            Unit::Millis => format!("{:.0} ms", v * 1000.0),
+            Unit::MsCpu => format!("{v:.1} ms"),
+            Unit::Micros => format!("{v:.0} µs"),
+            Unit::MiB => format!("{v:.1} MiB"),
+            Unit::MB => format!("{v:.2} MB"),
+            Unit::Count => format!("{v:.1}"),
+            Unit::Percent => format!("{v:.2} %"),
+        }
+    }
+}
+
+impl Table {
+    pub fn new(title: &str) -> Table {
+        Table { title: title.into(), rows: Vec::new() }
+    }
+
+    /// The rows that compare `peer`'s rounds with `ours`, in order.
+    pub fn rows(&mut self, rows: &[Row], peer: &[Round], ours: &[Round], s: &Sizes) {
+        for row in rows {
+            let what = row.what.replace("{replicas}", &s.replicas.to_string());
+            match row.read {
+                Read::Medians(f) => self.ratio(&what, median(peer, &f), median(ours, &f), row.unit, row.goal),
+                Read::Ours(f) => self.alone(&what, median(ours, &f), row.unit, row.goal),
+                Read::Within(a, b) => self.ratio(&what, median(ours, &a), median(ours, &b), row.unit, row.goal),
+            }
+            match row.read {
+                Read::Medians(f) if row.each_round => self.each_round(peer, ours, f, row.unit),
+                _ => debug_assert!(!row.each_round, "{what}: each round is read of medians only"),
+            }
+        }
+    }
+
+    /// A row comparing `ours` with `peer` (lower is better), with the goal a ratio.
+    pub fn ratio(&mut self, what: &str, peer: f64, ours: f64, unit: Unit, goal: Option<f64>) {
+        let ratio = if peer > 0.0 { ours / peer } else { f64::NAN };
+        let (goal_s, verdict) = match goal {
+            Some(g) => (format!("≤ {g:.2}×"), if ratio <= g { "pass" } else { "miss" }.to_string()),
+            None => ("—".into(), "—".into()),
+        };
+        self.rows.push([what.into(), unit.show(peer), unit.show(ours), format!("{ratio:.2}×"), goal_s, verdict]);
+    }
+
+    /// A decision inside the operator (`d`, means) against the module alone (p50):
+    /// `first` against the module back to back (wall time, `goal`), the deciding
+    /// thread's CPU time, and against the module with the CPU caches emptied before each
+    /// decision, as a decision inside the operator runs: alone between network and JSON
+    /// work.
+    pub fn decisions(&mut self, first: &str, alone: &Alone, d: &Decisions, goal: Option<f64>) {
+        let (hot, cold) = (alone.hot.as_secs_f64() * 1e6, alone.cold.as_secs_f64() * 1e6);
+        self.ratio(first, hot, d.mean_wall() * 1e6, Unit::Micros, goal);
+        self.ratio("… the deciding thread's CPU time (mean)", hot, d.mean_cpu() * 1e6, Unit::Micros, None);
+        self.ratio(
+            "… against the module alone with the CPU caches emptied first",
+            cold,
+            d.mean_wall() * 1e6,
+            Unit::Micros,
+            None,
+        );
+    }
+
+    /// Beneath a row of medians: each round's figure of `peer` and of `ours`, lowest
+    /// first, and the ratio within each round (the two ran one after the other), so
+    /// that a median is read with its spread: the scale-down row read 1.01×, 1.30×,
+    /// 1.14× and 1.54× in four runs of `make bench`.
+    fn each_round(&mut self, peer: &[Round], ours: &[Round], f: fn(&Round) -> f64, unit: Unit) {
+        let each =
+            |rs: &[Round]| lowest_first(rs.iter().map(f)).iter().map(|v| unit.show(*v)).collect::<Vec<_>>().join(", ");
+        let ratios = lowest_first(peer.iter().zip(ours).map(|(p, o)| f(o) / f(p)));
+        let ratios = ratios.iter().map(|r| format!("{r:.2}×")).collect::<Vec<_>>().join(", ");
+        self.rows.push(["… each round, lowest first".into(), each(peer), each(ours), ratios, "—".into(), "—".into()]);
+    }
+
+    /// A row of ours alone, against an absolute goal (lower is better).
+    pub fn alone(&mut self, what: &str, ours: f64, unit: Unit, goal: Option<f64>) {
+        let (goal_s, verdict) = match goal {
+            Some(g) => (format!("≤ {}", unit.show(g)), if ours <= g { "pass" } else { "miss" }.to_string()),
+            None => ("—".into(), "—".into()),
+        };
+        self.rows.push([what.into(), "—".into(), unit.show(ours), "—".into(), goal_s, verdict]);
+    }
+
+    pub fn markdown(&self, peer: &str) -> String {
+        let mut out =
+            format!("### {}\n\n| | {peer} | ours | ratio | goal | |\n|---|---:|---:|---:|---:|---|\n", self.title);
+        for r in &self.rows {
+            let _ = writeln!(out, "| {} | {} | {} | {} | {} | {} |", r[0], r[1], r[2], r[3], r[4], r[5]);
+        }
+        out
+    }
+}

@@ -1,0 +1,79 @@
+//! Waiting for what a round waits for: objects settled and pods ready (watched), pods
+//! gone.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use podset_test_support as common;
+
+use crate::peer::Peer;
+
+/// How long anything is waited for.
+pub const T: Duration = Duration::from_secs(600);
+
+/// Waits until every object in `api` is settled at `replicas`; each one's time from `since`.
+pub async fn settle(
+    peer: Peer,
+    api: &Api<DynamicObject>,
+    n: usize,
+    replicas: i64,
+    since: Instant,
+) -> HashMap<String, Duration> {
+    let what = format!("{peer:?}: every object settled at {replicas}");
+    until_all(api, n, since, &what, |o| peer.settled(o, replicas)).await
+}
+
+/// When each of `n` pods of `ns` was first seen ready and not terminating, from `since`.
+pub async fn pods_ready(client: &Client, ns: &str, n: usize, since: Instant) -> HashMap<String, Duration> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let ready = |p: &Pod| p.metadata.deletion_timestamp.is_none() && common::is_ready(p);
+    until_all(&pods, n, since, &format!("{n} pods of {ns} ready"), ready).await
+}
+
+/// Waits until `ns` holds no more than `n` pods: those a scale down marked for deletion
+/// are gone. A list every 200 ms, between the phases, where nothing is measured.
+pub async fn pods_gone(client: &Client, ns: &str, n: usize) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    common::eventually_ok(&format!("no more than {n} pods in {ns}"), T, || async {
+        let left = pods.list_metadata(&Default::default()).await.map_err(|e| e.to_string())?.items.len();
+        if left <= n { Ok(()) } else { Err(format!("{left} pods left")) }
+    })
+    .await;
+}
+
+/// Watches `api` until `n` of its objects have met `done`; each one's first time from
+/// `since`, by name. A watch, not a list in a loop: listing every object ten times a
+/// second cost the API server (and this process, on the same two cores) a share of
+/// what is measured, and timed each object to the nearest poll only.
+pub async fn until_all<K>(
+    api: &Api<K>,
+    n: usize,
+    since: Instant,
+    what: &str,
+    done: impl Fn(&K) -> bool,
+) -> HashMap<String, Duration>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let mut at: HashMap<String, Duration> = HashMap::new();
+    let stream = watcher(api.clone(), watcher::Config::default()).default_backoff().applied_objects();
+    let mut stream = std::pin::pin!(stream);
+    let deadline = tokio::time::Instant::from_std(since + T);
+    while at.len() < n {
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(Ok(o))) if done(&o) => {
+                at.entry(o.name_any()).or_insert_with(|| since.elapsed());
+            }
+            // A watch error is retried by the watcher (with backoff); its objects come again.
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the watch for {what} ended"),
+            Err(_) => panic!("{what}: {} of {n} after {T:?}", at.len()),
+        }
+    }
+    at
+}
