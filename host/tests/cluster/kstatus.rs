@@ -200,12 +200,23 @@ async fn create(client: &kube::Client, kind: &Kind, ns: &str, name: &str, spec: 
 }
 
 /// Waits until `name` has been observed at its generation (so "just created" is past)
-/// and kstatus reads `status` of it; returns that verdict and the object's `Reconciling`.
-async fn settles_at(kind: &Kind, ns: &str, name: &str, status: &str) -> (Verdict, Option<(String, String)>) {
-    eventually(&format!("{} {name} to read {status} once observed", kind.kind), T, || async {
+/// and kstatus reads `status` of it, with `Reconciling` for `reason` when one is given
+/// (a parent passes through `ChildrenChanging` while its first writes are in flight);
+/// returns that verdict and the object's `Reconciling`.
+async fn settles_at(
+    kind: &Kind,
+    ns: &str,
+    name: &str,
+    status: &str,
+    reason: Option<&str>,
+) -> (Verdict, Option<(String, String)>) {
+    let what = format!("{} {name} to read {status} once observed, Reconciling for {reason:?}", kind.kind);
+    eventually(&what, T, || async {
         let (object, v) = read(kind, ns, name);
         let observed = object["status"]["observedGeneration"] == object["metadata"]["generation"];
-        (observed && v.status == status).then(|| (v, reconciling(&object)))
+        let why = reconciling(&object);
+        let because = reason.is_none_or(|r| why.as_ref().is_some_and(|(got, _)| got == r));
+        (observed && v.status == status && because).then_some((v, why))
     })
     .await
 }
@@ -229,7 +240,7 @@ async fn memcached_and_netperf_read_in_progress_while_a_child_cannot_settle_and_
     let memcached_op =
         common::Operator::start_serving(&starved, &[&dir.join("memcached.wasm")], &common::kubeconfig_path()).await;
     create(&client, memcached, &starved, "starved", json!({ "size": 1 })).await;
-    let (said, why) = settles_at(memcached, &starved, "starved", "InProgress").await;
+    let (said, why) = settles_at(memcached, &starved, "starved", "InProgress", Some("ChildrenNotReady")).await;
     let (reason, message) = why.unwrap_or_else(|| panic!("Memcached starved has no Reconciling: {said:?}"));
     assert_eq!(reason, "ChildrenNotReady", "{message}");
     assert_eq!(message, "1 of 1 children not ready: Deployment starved");
@@ -246,7 +257,7 @@ async fn memcached_and_netperf_read_in_progress_while_a_child_cannot_settle_and_
     )
     .await;
     create(&client, netperf, &ns, "stranded", json!({ "serverNode": "kstatus-no-such-node" })).await;
-    let (said, why) = settles_at(netperf, &ns, "stranded", "InProgress").await;
+    let (said, why) = settles_at(netperf, &ns, "stranded", "InProgress", Some("ChildrenNotReady")).await;
     let (_, message) = why.unwrap_or_else(|| panic!("Netperf stranded has no Reconciling: {said:?}"));
     assert!(message.ends_with("Pod stranded-server"), "{message}");
     println!("Netperf, server on no node: {said:?}");
@@ -254,7 +265,7 @@ async fn memcached_and_netperf_read_in_progress_while_a_child_cannot_settle_and_
     let mut spec = cronjob.spec.clone();
     spec["schedule"] = json!("every full moon");
     create(&client, cronjob, &ns, "lunar", spec).await;
-    let (said, _) = settles_at(cronjob, &ns, "lunar", "Failed").await;
+    let (said, _) = settles_at(cronjob, &ns, "lunar", "Failed", None).await;
     assert!(said.message.contains("every full moon"), "kstatus says which schedule: {said:?}");
     println!("CronJob, refused schedule: {said:?}");
 
