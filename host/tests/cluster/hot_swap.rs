@@ -151,6 +151,9 @@ async fn reconcile_policies_swap_through_configmaps_side_by_side_with_the_defaul
     let c = Env::new("rpswap").await;
     let (good, canary) = (common::read_policy("podset.wasm"), common::read_policy("fixtures/canary.wasm"));
     publish(&c, "team", "team-module", &good).await;
+    // Loaded before its PodSet exists: a PodSet decided before its ReconcilePolicy is
+    // loaded fails (NoPolicy) and is retried, which would count as a reconcile failure.
+    common::policy_loaded(&c.client, &c.ns, "team", &c.op).await;
     c.create("plain", 2).await;
     c.create_with("teamed", 2, Some("team")).await;
     c.converged_by("plain", 2, Some(&digest(&good))).await;
