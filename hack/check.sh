@@ -185,8 +185,8 @@ go_policies() {
   phase "Go: contract bindings, gofmt, go vet, go test, components"
   go_deps
   STAMP_TOOLS="$(go version)"
-  # The test tools' Go (hack/kstatus/, vetted where it is built: hack/go-tool.sh).
-  [ -z "$(gofmt -l hack/kstatus)" ] || die "not gofmt-formatted: $(gofmt -l hack/kstatus | tr '\n' ' ')"
+  # The test tools' Go (hack/kstatus/, hack/peers/; vetted where it is built: hack/go-tool.sh).
+  [ -z "$(gofmt -l hack/kstatus hack/peers)" ] || die "not gofmt-formatted: $(gofmt -l hack/kstatus hack/peers | tr '\n' ' ')"
   if unchanged go go wit Cargo.lock; then
     log "Go: nothing changed since its checks last passed; only its components are brought up to date"
     hack/policy.sh --go >/dev/null

@@ -209,8 +209,9 @@ build_k8s_once() {
 }
 
 # build_go_tools_once: the Go tools the cluster tests run (hack/go-tool.sh: kstatus,
-# helm), built at the lowest CPU priority when they are not cached yet.
-GO_TOOLS=(kstatus helm)
+# helm, the seeds' Go operators), built at the lowest CPU priority when they are not
+# cached yet.
+GO_TOOLS=(kstatus helm peers)
 build_go_tools_once() {
   local tool absent=()
   for tool in "${GO_TOOLS[@]}"; do
