@@ -65,7 +65,8 @@ rm -f "$deps_log"
 test_cluster "$ROOT/.cluster-test"
 PODSET_KSTATUS=$(hack/go-tool.sh kstatus --cached) || die "the kstatus helper is missing after its build"
 PODSET_HELM=$(hack/go-tool.sh helm --cached) || die "helm is missing after its build"
-export PODSET_KSTATUS PODSET_HELM
+PODSET_PEERS=$(hack/go-tool.sh peers --cached) || die "the seeds' Go operators are missing after their build"
+export PODSET_KSTATUS PODSET_HELM PODSET_PEERS
 trap 'rm -f "$results" "$background_log" "$PHASE_LOG"; hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
 phase_end
 

@@ -1,5 +1,5 @@
 //! The Go tools the tests run, built once from the Go module proxy and cached by
-//! `hack/go-tool.sh` (kstatus, helm); an environment variable may name a build to use
+//! `hack/go-tool.sh` (kstatus, helm, peers); an environment variable may name a build to use
 //! instead (`make test` sets them once the build is done).
 
 use std::collections::HashMap;
@@ -9,9 +9,9 @@ use std::sync::Mutex;
 
 use crate::cluster::workspace;
 
-/// The path of `tool` (`kstatus`, `helm`): `$var` when set, else what `hack/go-tool.sh`
-/// finds or builds (seconds to minutes the first time on a machine), asked once per
-/// test process.
+/// The path of `tool` (`kstatus`, `helm`; for `peers`, the directory of its binaries):
+/// `$var` when set, else what `hack/go-tool.sh` finds or builds (seconds to minutes the
+/// first time on a machine), asked once per test process.
 pub fn go_tool(tool: &str, var: &str) -> PathBuf {
     static FOUND: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
     let mut found = FOUND.lock().unwrap_or_else(|e| e.into_inner());

@@ -2,8 +2,9 @@
 //! ([`cluster`]), bounded polling ([`poll`]), the operator as a process ([`operator`]),
 //! PodSets and a test's world ([`podsets`]), the compiled policies ([`policies`]), the
 //! API server's audit log ([`audit`]), a TCP proxy to cut ([`proxy`]), registries
-//! ([`registry`]), health as GitOps tools read it ([`kstatus`]) and, for tests without a
-//! cluster, objects built in memory ([`objects`]).
+//! ([`registry`]), health as GitOps tools read it ([`kstatus`]), the seeds' own Go
+//! operators ([`peers`]) and, for tests without a cluster, objects built in memory
+//! ([`objects`]).
 //!
 //! Tests never skip: without a test cluster (`PODSET_TEST_KUBECONFIG`, set by
 //! `make test`) or compiled policies they fail with what to run.
@@ -16,6 +17,7 @@ pub mod memcached;
 pub mod nodes;
 pub mod objects;
 pub mod operator;
+pub mod peers;
 pub mod podsets;
 pub mod policies;
 pub mod poll;

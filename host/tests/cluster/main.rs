@@ -15,6 +15,7 @@ mod manifests;
 mod memcached;
 mod netperf;
 mod operator;
+mod peers;
 mod reach;
 mod real_node;
 mod registry;
