@@ -14,8 +14,9 @@ import (
 // what the tutorial's operator holds, so its memory and CPU are the tutorial's too. The
 // peer writes only the status subresource, which ignores every field outside status, so
 // what these types leave out of the object (the rest of spec.template, spec.policyRef)
-// is never lost; of the status, it writes the tutorial's two fields (the API server
-// defaults status.observedGeneration to 0 again).
+// is never lost. Of the status it writes the tutorial's two fields and nothing else: its
+// PUT drops status.observedGeneration (the CRD defaults it only on a missing status),
+// conditions and policyDigest, which the tutorial does not have.
 
 var (
 	// GroupVersion is the PodSet CRD's group and version.
