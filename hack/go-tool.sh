@@ -11,7 +11,8 @@
 # Each is built from the Go module proxy with its module's go.sum, like Kubernetes
 # (lib.sh's go_build), and cached under a key of its module's files: a change builds it
 # again. --cached builds nothing and exits non-zero when it is missing. On 2 cores,
-# 2026-11-28: kstatus 34 s alone, helm 131 s at nice 19 beside other work, peers PEERS_COLD.
+# 2026-11-28: kstatus 34 s alone, helm 131 s at nice 19 beside other work, peers 110 s alone
+# (204 s of CPU, its modules downloaded).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
