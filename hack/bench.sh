@@ -51,8 +51,11 @@ hack/cluster.sh down >/dev/null 2>&1 || true
 REAL_NODE=0 hack/cluster.sh up >/dev/null || die "the benchmark control plane did not start"
 export PATH="$CLUSTER_DIR/bin:$PATH"
 export PODSET_TEST_KUBECONFIG="$CLUSTER_DIR/kubeconfig" PODSET_POLICY_DIR="$ROOT/target/policy"
-# The operator the benchmark runs: the release build.
+# The operator the benchmark runs: the release build. The seeds' Go operators, its peers
+# beside the ReplicaSet controller, built (once per machine) before anything is measured.
 export PODSET_HOST_BIN="$ROOT/target/release/podset-host"
+PODSET_PEERS=$(hack/go-tool.sh peers) || die "the seeds' Go operators did not build"
+export PODSET_PEERS
 echo
 echo "## Operator"
 cargo bench -q -p podset-host --features native-podset --bench operator

@@ -81,6 +81,11 @@ impl GoOperator {
             .unwrap_or_else(|| panic!("no /metrics (log: {})", self.log.display()))
     }
 
+    /// The process's id (for its CPU time and memory in /proc).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process has exited, and how.
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()

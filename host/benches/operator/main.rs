@@ -12,6 +12,8 @@
 //! - **Hot swap** across the PodSets of the last round.
 //! - **Languages**: the PodSet policy in TypeScript and in Go against the same in Rust,
 //!   each in an operator of its own, in alternating rounds.
+//! - **The seed's operator**: operator-sdk's PodSet tutorial operator (Go,
+//!   controller-runtime; hack/peers/) on the same PodSets, in alternating rounds.
 //! - **Scale**: many PodSets with three policies loaded: time, memory, the writes
 //!   and CPU of a resync with nothing to do, memory per extra policy.
 //!
@@ -36,6 +38,7 @@ mod report;
 mod round;
 mod rounds;
 mod scale;
+mod seeds;
 mod sizes;
 mod stats;
 mod table;
@@ -54,6 +57,7 @@ async fn main() {
     if run != Run::ScaleOnly {
         tables.extend(rounds::tables(&client, &s, &run_label).await);
         tables.extend(languages::tables(&client, &s).await);
+        tables.extend(seeds::tables(&client, &s).await);
     }
     if run != Run::RoundsOnly {
         // The scale table and the curve start operators of their own.

@@ -13,13 +13,17 @@ use serde_json::json;
 pub enum Peer {
     ReplicaSet,
     PodSet,
+    /// PodSets reconciled by operator-sdk's PodSet tutorial operator (hack/peers/).
+    Tutorial,
 }
 
 impl Peer {
     pub fn resource(self) -> ApiResource {
         match self {
             Peer::ReplicaSet => ApiResource::from_gvk(&GroupVersionKind::gvk("apps", "v1", "ReplicaSet")),
-            Peer::PodSet => ApiResource::from_gvk(&GroupVersionKind::gvk("app.example.com", "v1alpha1", "PodSet")),
+            Peer::PodSet | Peer::Tutorial => {
+                ApiResource::from_gvk(&GroupVersionKind::gvk("app.example.com", "v1alpha1", "PodSet"))
+            }
         }
     }
 
@@ -28,7 +32,7 @@ impl Peer {
         let ps = common::podset(name, replicas);
         let mut template = serde_json::to_value(ps.spec.template).expect("template");
         let value = match self {
-            Peer::PodSet => json!({
+            Peer::PodSet | Peer::Tutorial => json!({
                 "apiVersion": "app.example.com/v1alpha1", "kind": "PodSet",
                 "metadata": { "name": name },
                 "spec": { "replicas": replicas, "template": template }
@@ -52,15 +56,32 @@ impl Peer {
     }
 
     /// Whether `o`'s status says it has exactly `replicas`, all available, for its
-    /// current spec.
+    /// current spec. The tutorial's status has no `observedGeneration` (its `Status().Update`
+    /// drops what its Go type lacks), and counts a Pending pod as available: its rounds
+    /// wait for the pods to be ready too ([`Peer::counts_pending`]).
     pub fn settled(self, o: &DynamicObject, replicas: i64) -> bool {
         let st = &o.data["status"];
-        let current = st["observedGeneration"].as_i64() == o.metadata.generation;
+        let current = self == Peer::Tutorial || st["observedGeneration"].as_i64() == o.metadata.generation;
         let count = match self {
             Peer::ReplicaSet => st["replicas"].as_i64(),
-            Peer::PodSet => st["podNames"].as_array().map(|a| a.len() as i64),
+            Peer::PodSet | Peer::Tutorial => st["podNames"].as_array().map(|a| a.len() as i64),
         };
         current && count == Some(replicas) && st["availableReplicas"].as_i64() == Some(replicas)
+    }
+
+    /// Whether the status counts pods that are not ready yet (the tutorial's Pending
+    /// ones), so that an object has converged only once its pods are ready as well.
+    pub fn counts_pending(self) -> bool {
+        self == Peer::Tutorial
+    }
+
+    /// The object a pod of this peer belongs to, read from its name, where the peer
+    /// names its pods after their object: the tutorial's are `<object>-pod<suffix>`.
+    pub fn owner_of(self, pod: &str) -> Option<&str> {
+        match self {
+            Peer::Tutorial => pod.rsplit_once("-pod").map(|(object, _)| object),
+            Peer::ReplicaSet | Peer::PodSet => None,
+        }
     }
 
     /// The resources whose writes are the controller's own (not the scheduler's
@@ -68,7 +89,7 @@ impl Peer {
     pub fn writes(self) -> [(&'static str, &'static str); 4] {
         let parent = match self {
             Peer::ReplicaSet => "replicasets",
-            Peer::PodSet => "podsets",
+            Peer::PodSet | Peer::Tutorial => "podsets",
         };
         [("pods", ""), (parent, ""), (parent, "status"), ("events", "")]
     }

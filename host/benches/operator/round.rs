@@ -129,7 +129,7 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
     let machine_before = Machine::now();
     let started = Instant::now();
     let created = create_all(&api, peer, &names, s.replicas, started).await;
-    let settled = settle(peer, &api, s.objects, i64::from(s.replicas), started).await;
+    let settled = converged(client, peer, &api, ns, s, started).await;
     let per_object = sorted(settled.values().copied());
     // From each object's own create: what the controller took, whatever the API server
     // took to accept the creates before it.
@@ -203,6 +203,31 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
         few_pods: Decisions::default(),
         shadow: ShadowSplit::default(),
     }
+}
+
+/// When each object converged, from `since`: its status settled at the round's size
+/// and, for a peer whose status counts pods not ready yet, its last pod ready.
+async fn converged(
+    client: &Client,
+    peer: Peer,
+    api: &Api<DynamicObject>,
+    ns: &str,
+    s: &Sizes,
+    since: Instant,
+) -> HashMap<String, Duration> {
+    let replicas = i64::from(s.replicas);
+    if !peer.counts_pending() {
+        return settle(peer, api, s.objects, replicas, since).await;
+    }
+    let all_pods = s.objects * usize::try_from(s.replicas).unwrap_or_default();
+    let (mut settled, ready) =
+        tokio::join!(settle(peer, api, s.objects, replicas, since), pods_ready(client, ns, all_pods, since));
+    for (pod, at) in ready {
+        if let Some(t) = peer.owner_of(&pod).and_then(|object| settled.get_mut(object)) {
+            *t = (*t).max(at);
+        }
+    }
+    settled
 }
 
 /// A fresh namespace of this benchmark (the operator serves namespaces labelled so).
