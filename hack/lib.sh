@@ -160,13 +160,34 @@ build_binaries() {
   fi
 }
 
+# The Go fetched when the Go on PATH is older than 1.21: the approved newer Go.
+GO_TOOLCHAIN=go1.27.3
+
+# ensure_go: a Go >= 1.21 on PATH, from which GOTOOLCHAIN (auto by default) fetches the
+# toolchain a go.mod asks for. None: Debian's golang-go. Older (Debian 12's golang-go is
+# 1.19, which cannot fetch a toolchain itself): that Go downloads $GO_TOOLCHAIN from the
+# Go module proxy as the module golang.org/toolchain, as a newer Go would, into
+# $CACHE_DIR/$GO_TOOLCHAIN (executable: a module's files are extracted read-only), put
+# first on PATH. Once per machine: 253 MB, 2026-11-28.
 ensure_go() {
   command -v go >/dev/null || apt_install golang-go
-  # GOTOOLCHAIN (auto by default) lets an older Go fetch the toolchain a go.mod asks
-  # for from the module proxy; that needs Go >= 1.21 to start from.
   local v
-  v=$(go env GOVERSION 2>/dev/null | sed -E 's/^go1\.([0-9]+).*/\1/')
-  [[ "$v" =~ ^[0-9]+$ ]] && [ "$v" -ge 21 ] || die "building Kubernetes needs Go >= 1.21 on PATH (found: $(go version 2>&1))"
+  v=$(go env GOVERSION 2>/dev/null | sed -nE 's/^go1\.([0-9]+).*/\1/p')
+  [[ "$v" =~ ^[0-9]+$ ]] || die "the Go on PATH does not work: $(go version 2>&1)"
+  [ "$v" -lt 21 ] || return 0
+  local root="$CACHE_DIR/$GO_TOOLCHAIN"
+  if [ ! -x "$root/bin/go" ]; then
+    log "$(go env GOVERSION) on PATH is older than 1.21: fetching $GO_TOOLCHAIN from the Go module proxy (once)"
+    local module dir
+    module="golang.org/toolchain@v0.0.1-$GO_TOOLCHAIN.$(go env GOOS)-$(go env GOARCH)"
+    dir=$(cd / && GOFLAGS=-mod=mod go mod download -json "$module" | sed -nE 's/^[[:space:]]*"Dir": "(.*)",?$/\1/p') \
+      && [ -x "$dir/bin" ] || die "could not download $module with $(go env GOVERSION)"
+    mkdir -p "$CACHE_DIR" && rm -rf "$root.tmp" && cp -r "$dir" "$root.tmp" && chmod -R u+w "$root.tmp" \
+      && chmod +x "$root.tmp"/bin/* "$root.tmp"/pkg/tool/*/* && mv "$root.tmp" "$root" \
+      || die "could not install $module into $root"
+  fi
+  export PATH="$root/bin:$PATH"
+  go version >/dev/null || die "$root/bin/go does not run"
 }
 
 # go_build MODULE_DIR OUT_DIR LDFLAGS PACKAGE... builds every package of one build
@@ -333,14 +354,13 @@ ts_deps() {
 
 # go_deps: a Go toolchain that builds policies: Go >= 1.25 (go:wasmexport, and the go
 # directive of the bindings' runtime package). A Go from 1.21 to 1.24 on PATH fetches the
-# approved newer toolchain (GOTOOLCHAIN=go1.27.3) from the module proxy, cached with the
-# modules; an older one (Debian's golang-go is 1.19) cannot: say so.
+# approved newer toolchain ($GO_TOOLCHAIN) from the module proxy, cached with the
+# modules; an older one is replaced by that toolchain first (ensure_go).
 go_deps() {
   local v
-  command -v go >/dev/null || die "Go policies need Go >= 1.21 on PATH (none found)"
+  ensure_go
   v=$(go env GOVERSION 2>/dev/null | sed -E 's/^go1\.([0-9]+).*/\1/')
-  [[ "$v" =~ ^[0-9]+$ ]] && [ "$v" -ge 21 ] || die "Go policies need Go >= 1.21 on PATH (found: $(go version 2>&1))"
-  if [ "$v" -lt 25 ]; then export GOTOOLCHAIN=go1.27.3; fi
+  if [ "$v" -lt 25 ]; then export GOTOOLCHAIN=$GO_TOOLCHAIN; fi
 }
 
 # go_checks DIR: a Go module's gofmt, go vet (natively and for wasip1, which a component
