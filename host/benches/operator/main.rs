@@ -22,7 +22,8 @@
 //! after the alternating rounds and prints their tables without writing them (about
 //! 12 minutes instead of 38): for trying a change to convergence, or an operator
 //! setting, which the operators inherit from the environment
-//! (`RECONCILE_DEBOUNCE=100ms BENCH_ROUNDS_ONLY=1 make bench`).
+//! (`RECONCILE_DEBOUNCE=100ms BENCH_ROUNDS_ONLY=1 make bench`). `BENCH_SEEDS_ONLY=1`
+//! runs the rounds against the seeds' own operators alone.
 //!
 //! Measuring and drawing are apart: each group measures into its figures, and a
 //! function of those figures alone draws its table ([`table`]), so that what a table
@@ -54,12 +55,14 @@ async fn main() {
     let client = common::client().await;
     let run_label = format!("podset.dev/bench={}", std::process::id());
     let mut tables = Vec::new();
-    if run != Run::ScaleOnly {
+    if !matches!(run, Run::ScaleOnly | Run::SeedsOnly) {
         tables.extend(rounds::tables(&client, &s, &run_label).await);
         tables.extend(languages::tables(&client, &s).await);
+    }
+    if run != Run::ScaleOnly {
         tables.extend(seeds::tables(&client, &s).await);
     }
-    if run != Run::RoundsOnly {
+    if !matches!(run, Run::RoundsOnly | Run::SeedsOnly) {
         // The scale table and the curve start operators of their own.
         tables.push((scale::scale(&client, &s, &run_label).await, "reference"));
         tables.push((scale::curve(&client, &s, &run_label).await, "ReplicaSet controller"));

@@ -1,5 +1,5 @@
 //! How big a run is, and which groups it runs: `BENCH_QUICK`, `BENCH_ROUNDS_ONLY`,
-//! `BENCH_SCALE_ONLY`.
+//! `BENCH_SCALE_ONLY`, `BENCH_SEEDS_ONLY`.
 
 use std::time::Duration;
 
@@ -20,11 +20,13 @@ pub const CURVE_REPLICAS: i32 = 2;
 impl Sizes {
     pub fn from_env() -> (Sizes, Run) {
         let set = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
-        let run = match (set("BENCH_QUICK"), set("BENCH_ROUNDS_ONLY"), set("BENCH_SCALE_ONLY")) {
-            (true, _, _) => Run::Quick,
-            (false, true, _) => Run::RoundsOnly,
-            (false, false, true) => Run::ScaleOnly,
-            (false, false, false) => Run::Full,
+        let run = match (set("BENCH_QUICK"), set("BENCH_ROUNDS_ONLY"), set("BENCH_SCALE_ONLY"), set("BENCH_SEEDS_ONLY"))
+        {
+            (true, ..) => Run::Quick,
+            (false, true, ..) => Run::RoundsOnly,
+            (false, false, true, _) => Run::ScaleOnly,
+            (false, false, false, true) => Run::SeedsOnly,
+            (false, false, false, false) => Run::Full,
         };
         let sizes = if run == Run::Quick {
             Sizes {
@@ -59,6 +61,8 @@ pub enum Run {
     RoundsOnly,
     /// `BENCH_SCALE_ONLY=1`: the scale table and the curve only.
     ScaleOnly,
+    /// `BENCH_SEEDS_ONLY=1`: the rounds against the seeds' own operators only.
+    SeedsOnly,
 }
 
 impl Run {
@@ -69,6 +73,7 @@ impl Run {
             Run::Quick => " (BENCH_QUICK=1: a smoke run, sizes not meaningful)",
             Run::RoundsOnly => " (BENCH_ROUNDS_ONLY=1: the alternating rounds only)",
             Run::ScaleOnly => " (BENCH_SCALE_ONLY=1: the scale table and the curve only)",
+            Run::SeedsOnly => " (BENCH_SEEDS_ONLY=1: the rounds against the seeds' own operators only)",
         }
     }
 }
