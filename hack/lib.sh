@@ -169,10 +169,13 @@ GO_TOOLCHAIN=go1.27.3
 # Go module proxy as the module golang.org/toolchain, as a newer Go would, into
 # $CACHE_DIR/$GO_TOOLCHAIN (executable: a module's files are extracted read-only), put
 # first on PATH. Once per machine: 253 MB, 2026-11-28.
+# go_minor: the minor version of the Go on PATH (19 for go1.19.8), or nothing.
+go_minor() { go env GOVERSION 2>/dev/null | sed -nE 's/^go1\.([0-9]+).*/\1/p'; }
+
 ensure_go() {
   command -v go >/dev/null || apt_install golang-go
   local v
-  v=$(go env GOVERSION 2>/dev/null | sed -nE 's/^go1\.([0-9]+).*/\1/p')
+  v=$(go_minor)
   [[ "$v" =~ ^[0-9]+$ ]] || die "the Go on PATH does not work: $(go version 2>&1)"
   [ "$v" -lt 21 ] || return 0
   local root="$CACHE_DIR/$GO_TOOLCHAIN"
@@ -359,7 +362,7 @@ ts_deps() {
 go_deps() {
   local v
   ensure_go
-  v=$(go env GOVERSION 2>/dev/null | sed -E 's/^go1\.([0-9]+).*/\1/')
+  v=$(go_minor)
   if [ "$v" -lt 25 ]; then export GOTOOLCHAIN=$GO_TOOLCHAIN; fi
 }
 

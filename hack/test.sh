@@ -33,7 +33,12 @@ disk_watch "$disk_log"
 # 2026-11-28): say so before it runs out.
 free=$(disk_free "$ROOT")
 [ "${free:-0}" -ge 20480 ] || log "warning: $free MiB free here; a cold make test has needed up to 17 GiB (a warm one far less)"
-trap 'kill "$DISK_WATCH" 2>/dev/null; rm -f "$results" "$background_log" "$PHASE_LOG" "$disk_log"' EXIT
+# What every exit removes; the control plane's step adds stopping it.
+cleanup() {
+  kill "$DISK_WATCH" 2>/dev/null
+  rm -f "$results" "$background_log" "$PHASE_LOG" "$disk_log"
+}
+trap cleanup EXIT
 
 # Every Debian package in one apt-get step, in the background: downloading and unpacking
 # overlap the first build, which needs none of them (check.sh's own deps step waits for
@@ -67,7 +72,7 @@ PODSET_KSTATUS=$(hack/go-tool.sh kstatus --cached) || die "the kstatus helper is
 PODSET_HELM=$(hack/go-tool.sh helm --cached) || die "helm is missing after its build"
 PODSET_PEERS=$(hack/go-tool.sh peers --cached) || die "the seeds' Go operators are missing after their build"
 export PODSET_KSTATUS PODSET_HELM PODSET_PEERS
-trap 'rm -f "$results" "$background_log" "$PHASE_LOG"; hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
+trap 'cleanup; hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
 phase_end
 
 # The scaffold: a new policy crate compiles, passes its own test, builds to Wasm and passes
