@@ -15,7 +15,9 @@
 //! - **The seed's operator**: operator-sdk's PodSet tutorial operator (Go,
 //!   controller-runtime; hack/peers/) on the same PodSets, in alternating rounds.
 //! - **Scale**: many PodSets with three policies loaded: time, memory, the writes
-//!   and CPU of a resync with nothing to do, memory per extra policy.
+//!   and CPU of a resync with nothing to do, memory per extra policy; the curve of
+//!   cost against the number of PodSets, and at its largest size, a new PodSet
+//!   created while a restarted operator re-decides them all.
 //!
 //! `BENCH_QUICK=1` runs every group small and once (`make test` does, so that they
 //! cannot rot); it checks that they run, not how fast. `BENCH_ROUNDS_ONLY=1` stops
@@ -35,6 +37,7 @@ mod languages;
 mod machine;
 mod metrics;
 mod peer;
+mod queueing;
 mod report;
 mod round;
 mod rounds;

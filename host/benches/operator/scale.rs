@@ -13,6 +13,7 @@ use crate::at_size::{Alone, isolated_decisions};
 use crate::machine::{component_cpu, component_pid, cpu_seconds, rss};
 use crate::metrics::Decisions;
 use crate::peer::{Peer, apiserver_writes, controller_writes};
+use crate::queueing::{self, Jumped};
 use crate::round::{bench_namespace, create_all, drop_namespace, kcm_rate};
 use crate::sizes::{CURVE_REPLICAS, Sizes};
 use crate::table::{Table, Unit};
@@ -200,18 +201,27 @@ pub async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
     // The peer at the rate the rounds give it (`BENCH_SCALE_ONLY` runs no rounds first).
     kcm_rate(1000, 1000);
     let mut points = Vec::new();
-    for &n in s.curve {
-        let op = common::Operator::spawn_shard("bench-curve", label, &[&policy], &common::kubeconfig_path(), &[]);
+    let mut jumped = None;
+    for &n in &s.curve {
+        let mut op = common::Operator::spawn_shard("bench-curve", label, &[&policy], &common::kubeconfig_path(), &[]);
         op.ready().await;
-        let ours = curve_point(client, Peer::PodSet, label, n).await;
+        let (ours, ns) = curve_point(client, Peer::PodSet, label, n).await;
         let ours_rss = rss(op.pid());
+        // At the largest size: a new PodSet while a restarted operator re-decides them all.
+        if Some(&n) == s.curve.last() {
+            let j = queueing::new_parent_during_sweep(client, &mut op, &ns, n).await;
+            eprintln!("curve {n}: a new PodSet during the sweep: {j:?}");
+            jumped = Some(j);
+        }
         drop(op);
-        let peer = curve_point(client, Peer::ReplicaSet, label, n).await;
+        drop_namespace(client, &ns).await;
+        let (peer, ns) = curve_point(client, Peer::ReplicaSet, label, n).await;
+        drop_namespace(client, &ns).await;
         let kcm_rss = rss(component_pid("kube-controller-manager"));
         eprintln!("curve {n}: ReplicaSet {peer:?}, PodSet {ours:?}; RSS {kcm_rss:.1} vs {ours_rss:.1} MiB");
         points.push(CurvePoint { n, peer, ours, kcm_rss, ours_rss });
     }
-    curve_table(s, &points)
+    curve_table(s, &points, jumped)
 }
 
 /// One size of the curve: `n` objects of each, (seconds to converge, writes per object,
@@ -224,8 +234,9 @@ pub struct CurvePoint {
     pub ours_rss: f64,
 }
 
-/// The table of the curve's points.
-pub fn curve_table(s: &Sizes, points: &[CurvePoint]) -> Table {
+/// The table of the curve's points, and of the new PodSet created during the sweep at
+/// the largest.
+pub fn curve_table(s: &Sizes, points: &[CurvePoint], jumped: Option<Jumped>) -> Table {
     let mut t = Table::new(&format!(
         "Scale curve: {} objects × {CURVE_REPLICAS} pods, one round each (RSS: the operator vs the whole controller \
          manager)",
@@ -238,12 +249,25 @@ pub fn curve_table(s: &Sizes, points: &[CurvePoint]) -> Table {
         t.ratio(&at("API server CPU per object"), peer.2 * 1e3, ours.2 * 1e3, Unit::MsCpu, None);
         t.ratio(&at("RSS"), kcm_rss, ours_rss, Unit::MiB, None);
     }
+    if let Some(Jumped { first_pod, before, swept, sweep }) = jumped {
+        t.alone(
+            &format!(
+                "a new PodSet's first pod, created as a restarted operator re-decides {swept} converged ones \
+                 ({before} of them decided by then; all in {:.2} s)",
+                sweep.as_secs_f64()
+            ),
+            first_pod.as_secs_f64(),
+            Unit::Seconds,
+            Some(0.5),
+        );
+    }
     t
 }
 
 /// `n` objects of `peer` × [`CURVE_REPLICAS`] in a fresh namespace, created 200 at a
-/// time: (seconds to converge, writes per object, API server CPU seconds per object).
-async fn curve_point(client: &Client, peer: Peer, label: &str, n: usize) -> (f64, f64, f64) {
+/// time: (seconds to converge, writes per object, API server CPU seconds per object),
+/// and the namespace, for the caller to drop.
+async fn curve_point(client: &Client, peer: Peer, label: &str, n: usize) -> ((f64, f64, f64), String) {
     let ns = bench_namespace(client, "bench-curve", label).await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &peer.resource());
     let names: Vec<String> = (0..n).map(|i| format!("c-{i:05}")).collect();
@@ -259,8 +283,7 @@ async fn curve_point(client: &Client, peer: Peer, label: &str, n: usize) -> (f64
     tokio::time::sleep(Duration::from_secs(2)).await;
     let writes: f64 = controller_writes(peer, &before, &apiserver_writes(client).await).iter().sum();
     let apiserver_cpu = component_cpu("kube-apiserver") - apiserver_before;
-    drop_namespace(client, &ns).await;
-    (converge, writes / n as f64, apiserver_cpu / n as f64)
+    ((converge, writes / n as f64, apiserver_cpu / n as f64), ns)
 }
 
 /// The effect of the owner-UID index: the operator's own child store, filled with

@@ -1,5 +1,5 @@
 //! How big a run is, and which groups it runs: `BENCH_QUICK`, `BENCH_ROUNDS_ONLY`,
-//! `BENCH_SCALE_ONLY`, `BENCH_SEEDS_ONLY`.
+//! `BENCH_SCALE_ONLY`, `BENCH_SEEDS_ONLY`; `BENCH_CURVE` sets the curve's sizes.
 
 use std::time::Duration;
 
@@ -10,8 +10,9 @@ pub struct Sizes {
     pub rounds: usize,
     pub scale_objects: usize,
     pub resync: Duration,
-    /// The scale curve: objects at each point, of `CURVE_REPLICAS` pods.
-    pub curve: &'static [usize],
+    /// The scale curve: objects at each point, of `CURVE_REPLICAS` pods
+    /// (`BENCH_CURVE=100,20000` for others).
+    pub curve: Vec<usize>,
 }
 
 /// Pods per object on the scale curve.
@@ -35,7 +36,7 @@ impl Sizes {
                 rounds: 1,
                 scale_objects: 20,
                 resync: Duration::from_secs(5),
-                curve: &[10, 20],
+                curve: vec![10, 20],
             }
         } else {
             Sizes {
@@ -44,10 +45,13 @@ impl Sizes {
                 rounds: 3,
                 scale_objects: 1000,
                 resync: Duration::from_secs(30),
-                curve: &[100, 1000, 5000],
+                curve: vec![100, 1000, 5000],
             }
         };
-        (sizes, run)
+        let curve = std::env::var("BENCH_CURVE").ok().map(|v| {
+            v.split(',').map(|n| n.trim().parse().expect("BENCH_CURVE: numbers of objects, comma-separated")).collect()
+        });
+        (Sizes { curve: curve.unwrap_or(sizes.curve), ..sizes }, run)
     }
 }
 
