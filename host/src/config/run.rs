@@ -60,7 +60,9 @@ pub struct RunArgs {
     /// operator serves them anyway.
     #[arg(long, env = "CLUSTER_SCOPED_PARENTS", requires = "namespace_selector")]
     pub cluster_scoped_parents: bool,
-    /// Objects of one kind reconciled at once.
+    /// Objects of one kind reconciled at once. New work goes first: an object that is
+    /// new, whose spec changed or that is being deleted is reconciled before the
+    /// re-decisions of the others (resyncs, a restart's sweep, a policy swapped in).
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 8)]
     pub concurrency: u16,
     /// How long a change to an object's children (its pods becoming ready one by one)

@@ -307,6 +307,7 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
         guards,
         routes,
         lookups,
+        decided: Arc::default(),
         teardown: Resolved {
             parent: shape.parent.clone(),
             children: shape.children.values().cloned().collect(),
@@ -394,6 +395,7 @@ async fn run(
     let api: Api<Object> = api_for(&ctx.client, &kind.resource, ctx.namespace.as_deref());
     let forget = ctx.clone();
     let forgotten = kind.lookups.clone();
+    let undecided = kind.decided.clone();
     let resource = kind.resource.clone();
     let parents = reflected(api, watcher::Config::default(), writer, kind.health.clone())
         // A deleted parent is never reconciled again: drop what was kept about it here.
@@ -403,6 +405,7 @@ async fn run(
                 forget.expectations.forget(&key);
                 forget.written.forget(&key);
                 forgotten.forget(&key);
+                undecided.forget(p);
             }
         })
         .applied_objects()

@@ -46,9 +46,9 @@ const BEHIND_RETRY: Duration = Duration::from_millis(50);
 /// the heap is given back ([`burst`](super::burst)).
 pub async fn reconcile(parent: Arc<Object>, kc: Arc<KindContext>) -> Result<Action> {
     let _in_flight = kc.in_flight.start();
-    // The semaphore is never closed: `ok()` only keeps the permit to the end.
+    let urgency = kc.kind.decided.urgency(&parent);
     let _turn = tokio::select! {
-        turn = kc.turns.acquire() => turn.ok(),
+        turn = kc.turns.take(urgency) => turn,
         () = kc.stop.cancelled() => return Ok(Action::await_change()),
     };
     Box::pin(in_turn(parent, kc.as_ref())).await
@@ -123,6 +123,8 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
         Selection::Ready(a) => a,
         Selection::Loading => return Ok(Action::requeue(LOADING_RETRY)),
         Selection::Unavailable(why) => {
+            // Looked at: its retries are re-decisions, behind new work.
+            kind.decided.record(&parent);
             if parent.metadata.deletion_timestamp.is_none() {
                 report_failure(ctx, &kind.resource, &parent, POLICY_FAILED, "PolicyUnavailable", &why).await;
             }
@@ -180,6 +182,9 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
         return Ok(Action::await_change());
     }
 
+    // Decided at this generation from now on, whatever the policy says: a failing one's
+    // retries wait behind new work.
+    kind.decided.record(&parent);
     let memory = Some(kind.lookups.clone());
     let observed = observe::gather(
         parent.clone(),

@@ -7,12 +7,12 @@ use futures::channel::mpsc::UnboundedSender;
 use kube::api::ApiResource;
 use kube::core::GroupVersionKind;
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::burst::InFlight;
 use super::context::Context;
 use super::lookups::LookupIndex;
+use super::turns::{Decided, Turns};
 use crate::kubernetes::access::Resolved;
 use crate::kubernetes::cache::{CacheHealth, Caches};
 use crate::kubernetes::object::Object;
@@ -23,8 +23,8 @@ pub struct KindContext {
     pub ctx: Arc<Context>,
     pub kind: Arc<KindState>,
     /// Reconciles of this kind that may run at once (`--concurrency`), handed out in
-    /// the order they were asked for: see [`KindContext::new`].
-    pub turns: Semaphore,
+    /// the order they were asked for, new work first: see [`KindContext::new`].
+    pub turns: Turns,
     /// Cancelled when this kind's controller stops: a reconcile still waiting for its
     /// turn then gives it up, so that the stop does not wait for every queued parent.
     pub stop: CancellationToken,
@@ -35,7 +35,8 @@ pub struct KindContext {
 
 impl KindContext {
     /// kube-runtime's controller runs every reconcile it is given at once (its own
-    /// limit is off); each then waits here for a turn, first come first served.
+    /// limit is off); each then waits here for a turn, first come first served among
+    /// the new ones, then among the re-decisions ([`super::turns`]).
     ///
     /// With kube-runtime's limit, the reconciles due while every slot was taken waited
     /// in a hash set and the next was taken from it in hash order: under load a parent
@@ -48,10 +49,10 @@ impl KindContext {
     pub fn new(ctx: Arc<Context>, kind: Arc<KindState>, stop: CancellationToken) -> Self {
         // 0 is no limit, as it was for kube-runtime's.
         let turns = match ctx.concurrency {
-            0 => Semaphore::MAX_PERMITS,
+            0 => tokio::sync::Semaphore::MAX_PERMITS,
             n => usize::from(n),
         };
-        let turns = Semaphore::new(turns);
+        let turns = Turns::new(turns);
         KindContext { ctx, kind, turns, stop, in_flight: InFlight::default() }
     }
 }
@@ -68,6 +69,8 @@ pub struct KindState {
     pub(super) routes: Vec<(Arc<Watched>, Arc<Route>)>,
     /// What each parent's last decision looked up (contract 0.4).
     pub lookups: Arc<LookupIndex>,
+    /// The generation each parent was last decided at: whether a reconcile is new work.
+    pub decided: Arc<Decided>,
     /// The kind's children as its controller watches them, policy or not: what a
     /// teardown reads (reconcile::waves).
     pub teardown: Resolved,

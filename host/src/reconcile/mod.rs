@@ -39,6 +39,7 @@ pub mod snapshot;
 pub mod status;
 pub mod syntax;
 pub mod translate;
+pub mod turns;
 pub mod waves;
 
 pub use context::{Context, ContextSettings};
