@@ -15,6 +15,10 @@ pub enum Peer {
     PodSet,
     /// PodSets reconciled by operator-sdk's PodSet tutorial operator (hack/peers/).
     Tutorial,
+    /// Memcacheds reconciled by the operator serving guest-memcached.
+    Memcached,
+    /// Memcacheds reconciled by operator-sdk's Go Memcached sample (hack/peers/).
+    MemcachedSample,
 }
 
 impl Peer {
@@ -24,11 +28,45 @@ impl Peer {
             Peer::PodSet | Peer::Tutorial => {
                 ApiResource::from_gvk(&GroupVersionKind::gvk("app.example.com", "v1alpha1", "PodSet"))
             }
+            Peer::Memcached | Peer::MemcachedSample => {
+                ApiResource::from_gvk(&GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached"))
+            }
         }
+    }
+
+    /// The objects whose status says a round's object has settled: the object itself,
+    /// or for a Memcached its Deployment (of the same name, for both operators). The two
+    /// Memcached operators' statuses say different things (the sample's `Available` is
+    /// True once the Deployment has the size, before a pod runs; ours once the pods
+    /// are ready), so their rounds are judged by the Deployment, as a user's
+    /// `kubectl rollout status` would, and by `Available` beside it ([`Peer::says_available`]).
+    pub fn settles_on(self) -> ApiResource {
+        match self {
+            Peer::Memcached | Peer::MemcachedSample => {
+                ApiResource::from_gvk(&GroupVersionKind::gvk("apps", "v1", "Deployment"))
+            }
+            _ => self.resource(),
+        }
+    }
+
+    /// The patch that sets an object's replicas.
+    pub fn scale_patch(self, replicas: i32) -> serde_json::Value {
+        match self {
+            Peer::Memcached | Peer::MemcachedSample => json!({ "spec": { "size": replicas } }),
+            _ => json!({ "spec": { "replicas": replicas } }),
+        }
+    }
+
+    /// Whether a round's objects must also say `Available=True` to have converged.
+    pub fn says_available(self) -> bool {
+        matches!(self, Peer::Memcached | Peer::MemcachedSample)
     }
 
     /// The object, with the pod template every peer runs (on the simulated node).
     pub fn object(self, name: &str, replicas: i32) -> DynamicObject {
+        if self.says_available() {
+            return common::memcached(name, replicas);
+        }
         let ps = common::podset(name, replicas);
         let mut template = serde_json::to_value(ps.spec.template).expect("template");
         let value = match self {
@@ -51,6 +89,7 @@ impl Peer {
                     "spec": { "replicas": replicas, "selector": { "matchLabels": { "bench-rs": name } }, "template": template }
                 })
             }
+            Peer::Memcached | Peer::MemcachedSample => unreachable!("returned above"),
         };
         serde_json::from_value(value).expect("object")
     }
@@ -59,14 +98,30 @@ impl Peer {
     /// current spec. The tutorial's status has no `observedGeneration` (its `Status().Update`
     /// drops what its Go type lacks), and counts a Pending pod as available: its rounds
     /// wait for the pods to be ready too ([`Peer::counts_pending`]).
+    ///
+    /// For a Memcached, `o` is its Deployment ([`Peer::settles_on`]): the Deployment
+    /// controller has seen its spec, which asks for `replicas`, and that many pods are
+    /// ready, none more.
     pub fn settled(self, o: &DynamicObject, replicas: i64) -> bool {
         let st = &o.data["status"];
         let current = self == Peer::Tutorial || st["observedGeneration"].as_i64() == o.metadata.generation;
         let count = match self {
             Peer::ReplicaSet => st["replicas"].as_i64(),
             Peer::PodSet | Peer::Tutorial => st["podNames"].as_array().map(|a| a.len() as i64),
+            Peer::Memcached | Peer::MemcachedSample => {
+                let asked = o.data["spec"]["replicas"].as_i64();
+                let ready = st["readyReplicas"].as_i64();
+                return current && asked == Some(replicas) && ready == Some(replicas) && st["replicas"] == replicas;
+            }
         };
         current && count == Some(replicas) && st["availableReplicas"].as_i64() == Some(replicas)
+    }
+
+    /// Whether a Memcached's status says `Available=True`.
+    pub fn available(o: &DynamicObject) -> bool {
+        o.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Available" && c["status"] == "True"))
     }
 
     /// Whether the status counts pods that are not ready yet (the tutorial's Pending
@@ -80,18 +135,19 @@ impl Peer {
     pub fn owner_of(self, pod: &str) -> Option<&str> {
         match self {
             Peer::Tutorial => pod.rsplit_once("-pod").map(|(object, _)| object),
-            Peer::ReplicaSet | Peer::PodSet => None,
+            _ => None,
         }
     }
 
     /// The resources whose writes are the controller's own (not the scheduler's
     /// bindings, not the node's pod status).
     pub fn writes(self) -> [(&'static str, &'static str); 4] {
-        let parent = match self {
-            Peer::ReplicaSet => "replicasets",
-            Peer::PodSet | Peer::Tutorial => "podsets",
+        let (child, parent) = match self {
+            Peer::ReplicaSet => ("pods", "replicasets"),
+            Peer::PodSet | Peer::Tutorial => ("pods", "podsets"),
+            Peer::Memcached | Peer::MemcachedSample => ("deployments", "memcacheds"),
         };
-        [("pods", ""), (parent, ""), (parent, "status"), ("events", "")]
+        [(child, ""), (parent, ""), (parent, "status"), ("events", "")]
     }
 }
 

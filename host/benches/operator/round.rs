@@ -8,14 +8,13 @@ use futures::future::join_all;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use podset_test_support as common;
-use serde_json::json;
 
 use crate::machine::{Machine, component_cpu, component_pid, cpu_seconds};
 use crate::metrics::{Decisions, ShadowSplit, Split};
 use crate::peer::{Peer, apiserver_writes, controller_writes};
 use crate::sizes::Sizes;
 use crate::stats::sorted;
-use crate::watch::{T, pods_gone, pods_ready, settle};
+use crate::watch::{T, pods_gone, pods_ready, settle, until_all};
 
 /// One round: create, converge, scale to 1, back up.
 pub struct Round {
@@ -89,8 +88,8 @@ pub async fn create_all(
 }
 
 /// Sets every object's replicas to `replicas`.
-async fn scale_all(api: &Api<DynamicObject>, names: &[String], replicas: i32) {
-    let patch = json!({ "spec": { "replicas": replicas } });
+async fn scale_all(api: &Api<DynamicObject>, peer: Peer, names: &[String], replicas: i32) {
+    let patch = peer.scale_patch(replicas);
     let params = PatchParams::default();
     let merge = Patch::Merge(&patch);
     join_all(names.iter().map(|n| retrying("scale", || async { api.patch(n, &params, &merge).await.map(drop) }))).await;
@@ -119,6 +118,7 @@ where
 /// counted); with `scale`, the scale to 1 and back too.
 pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &Sizes, scale: bool) -> Round {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &peer.resource());
+    let settling: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &peer.settles_on());
     let names: Vec<String> = (0..s.objects).map(|i| format!("b-{i:04}")).collect();
     let before = apiserver_writes(client).await;
     let (apiserver_before, etcd_before) = (component_cpu("kube-apiserver"), component_cpu("etcd"));
@@ -129,7 +129,7 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
     let machine_before = Machine::now();
     let started = Instant::now();
     let created = create_all(&api, peer, &names, s.replicas, started).await;
-    let settled = converged(client, peer, &api, ns, s, started).await;
+    let settled = converged(client, peer, (&api, &settling), ns, s, started).await;
     let per_object = sorted(settled.values().copied());
     // From each object's own create: what the controller took, whatever the API server
     // took to accept the creates before it.
@@ -154,8 +154,8 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
         (Duration::ZERO, Duration::ZERO, Duration::ZERO, Duration::ZERO, 0.0);
     if scale {
         let t = Instant::now();
-        scale_all(&api, &names, 1).await;
-        settle(peer, &api, s.objects, 1, t).await;
+        scale_all(&api, peer, &names, 1).await;
+        settle(peer, &settling, s.objects, 1, t).await;
         down = t.elapsed();
         // Both controllers settle once the surplus pods are marked for deletion; the node
         // removes them up to 2 s later. Scaling up before they are gone measured the
@@ -169,8 +169,8 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
         let all_pods = s.objects * usize::try_from(s.replicas).unwrap_or_default();
         let (_, ready) = tokio::join!(
             async {
-                scale_all(&api, &names, s.replicas).await;
-                settle(peer, &api, s.objects, i64::from(s.replicas), t).await
+                scale_all(&api, peer, &names, s.replicas).await;
+                settle(peer, &settling, s.objects, i64::from(s.replicas), t).await
             },
             pods_ready(client, ns, all_pods, t),
         );
@@ -205,17 +205,31 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
     }
 }
 
-/// When each object converged, from `since`: its status settled at the round's size
-/// and, for a peer whose status counts pods not ready yet, its last pod ready.
+/// When each object converged, from `since`: its status (or its Deployment's) settled
+/// at the round's size; for a peer whose status counts pods not ready yet, its last pod
+/// ready; for a Memcached, its own status `Available=True` as well.
 async fn converged(
     client: &Client,
     peer: Peer,
-    api: &Api<DynamicObject>,
+    (objects, api): (&Api<DynamicObject>, &Api<DynamicObject>),
     ns: &str,
     s: &Sizes,
     since: Instant,
 ) -> HashMap<String, Duration> {
     let replicas = i64::from(s.replicas);
+    if peer.says_available() {
+        let what = format!("{peer:?}: every object Available");
+        let (mut settled, available) = tokio::join!(
+            settle(peer, api, s.objects, replicas, since),
+            until_all(objects, s.objects, since, &what, Peer::available),
+        );
+        for (name, at) in available {
+            if let Some(t) = settled.get_mut(&name) {
+                *t = (*t).max(at);
+            }
+        }
+        return settled;
+    }
     if !peer.counts_pending() {
         return settle(peer, api, s.objects, replicas, since).await;
     }

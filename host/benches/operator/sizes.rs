@@ -4,8 +4,11 @@
 use std::time::Duration;
 
 /// The sizes of one run of the benchmark.
+#[derive(Clone)]
 pub struct Sizes {
     pub objects: usize,
+    /// Memcacheds in the rounds against the Memcached sample.
+    pub memcacheds: usize,
     pub replicas: i32,
     pub rounds: usize,
     pub scale_objects: usize,
@@ -32,6 +35,7 @@ impl Sizes {
         let sizes = if run == Run::Quick {
             Sizes {
                 objects: 10,
+                memcacheds: 3,
                 replicas: 2,
                 rounds: 1,
                 scale_objects: 20,
@@ -41,6 +45,7 @@ impl Sizes {
         } else {
             Sizes {
                 objects: 200,
+                memcacheds: 50,
                 replicas: 5,
                 rounds: 3,
                 scale_objects: 1000,
