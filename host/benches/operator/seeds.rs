@@ -42,9 +42,11 @@ pub async fn tables(client: &Client, s: &Sizes) -> Vec<(Table, &'static str)> {
     let m = Sizes { objects: s.memcacheds, replicas: MEMCACHED_SIZE, ..s.clone() };
     let (sample, ours) =
         compare(client, &m, Seed::Memcached, Peer::MemcachedSample, Peer::Memcached, "memcached.wasm").await;
-    let memcached = (memcached_table(&m, &sample, &ours), "the Memcached sample");
+    let memcached =
+        (table(&m, "Memcached sample", "Memcached", MEMCACHED_ROWS, &sample, &ours), "the Memcached sample");
     let (tutorial, ours) = compare(client, s, Seed::PodSet, Peer::Tutorial, Peer::PodSet, "podset.wasm").await;
-    vec![(table(s, &tutorial, &ours), "the tutorial's operator"), memcached]
+    let podset = table(s, "PodSet tutorial", "PodSet", ROWS, &tutorial, &ours);
+    vec![(podset, "the tutorial's operator"), memcached]
 }
 
 /// Pods per Memcached in its rounds.
@@ -136,18 +138,6 @@ const ROWS: &[Row] = &[
         .each_round(),
 ];
 
-/// Ours against the tutorial's operator.
-fn table(s: &Sizes, tutorial: &Contender, ours: &Contender) -> Table {
-    let mut t = Table::new(&format!(
-        "PodSet vs operator-sdk's PodSet tutorial operator (Go, controller-runtime; hack/peers/): {} × {}, {} alternating rounds (medians)",
-        s.objects, s.replicas, s.rounds
-    ));
-    t.rows(ROWS, &tutorial.rounds, &ours.rounds, s);
-    t.ratio("operator RSS, idle (ours: the PodSet policy loaded)", tutorial.idle_rss, ours.idle_rss, Unit::MiB, None);
-    t.ratio("operator RSS, converged (peak of the rounds)", tutorial.busy_rss, ours.busy_rss, Unit::MiB, None);
-    t
-}
-
 const MEMCACHED_ROWS: &[Row] = &[
     Row::medians(
         "time until every Memcached says Available and its Deployment has its {replicas} pods ready",
@@ -158,12 +148,7 @@ const MEMCACHED_ROWS: &[Row] = &[
     .each_round(),
     Row::medians("per object, p50", |r| secs(percentile(&r.per_object, 0.5)), Unit::Seconds),
     Row::medians("per object, p99", |r| secs(percentile(&r.per_object, 0.99)), Unit::Seconds),
-    Row::medians(
-        "API writes per object by the operator (apiserver_request_total)",
-        |r| r.writes_per_object,
-        Unit::Count,
-    )
-    .goal(1.0),
+    Row::medians("API writes per object (apiserver_request_total)", |r| r.writes_per_object, Unit::Count).goal(1.0),
     Row::medians("… of which the Deployment", |r| r.writes_by_resource[0], Unit::Count),
     Row::medians("… of which the Memcached (its create included)", |r| r.writes_by_resource[1], Unit::Count),
     Row::medians("… of which the Memcached's status", |r| r.writes_by_resource[2], Unit::Count),
@@ -176,15 +161,17 @@ const MEMCACHED_ROWS: &[Row] = &[
         .each_round(),
 ];
 
-/// Ours against the Memcached sample's operator.
-fn memcached_table(s: &Sizes, sample: &Contender, ours: &Contender) -> Table {
+/// Ours against a seed's operator: `rows` of their rounds, then memory; `seed` names
+/// their operator in the title, `kind` the parents and the policy ours loaded.
+fn table(s: &Sizes, seed: &str, kind: &str, rows: &[Row], theirs: &Contender, ours: &Contender) -> Table {
     let mut t = Table::new(&format!(
-        "Memcached vs operator-sdk's Memcached sample operator (Go, controller-runtime; hack/peers/): {} × {}, {} \
-         alternating rounds (medians)",
+        "{kind} vs operator-sdk's {seed} operator (Go, controller-runtime; hack/peers/): {} × {}, {} alternating \
+         rounds (medians)",
         s.objects, s.replicas, s.rounds
     ));
-    t.rows(MEMCACHED_ROWS, &sample.rounds, &ours.rounds, s);
-    t.ratio("operator RSS, idle (ours: the Memcached policy loaded)", sample.idle_rss, ours.idle_rss, Unit::MiB, None);
-    t.ratio("operator RSS, converged (peak of the rounds)", sample.busy_rss, ours.busy_rss, Unit::MiB, None);
+    t.rows(rows, &theirs.rounds, &ours.rounds, s);
+    let idle = format!("operator RSS, idle (ours: the {kind} policy loaded)");
+    t.ratio(&idle, theirs.idle_rss, ours.idle_rss, Unit::MiB, None);
+    t.ratio("operator RSS, converged (peak of the rounds)", theirs.busy_rss, ours.busy_rss, Unit::MiB, None);
     t
 }
