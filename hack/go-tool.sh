@@ -5,9 +5,10 @@
 #   hack/go-tool.sh helm      helm, from its build module hack/helm/ (the chart's tests,
 #                             host/tests/cluster/chart.rs)
 #   hack/go-tool.sh peers     hack/peers/: the seeds' own Go operators (operator-sdk's PodSet
-#                             tutorial and Memcached sample, controller-runtime), benchmark
-#                             peers; prints the directory that holds podset-operator and
-#                             memcached-operator (host/tests/cluster/peers.rs)
+#                             tutorial and Memcached sample, the Netperf operator;
+#                             controller-runtime), benchmark peers; prints the directory that
+#                             holds podset-operator, memcached-operator and netperf-operator
+#                             (host/tests/cluster/peers.rs)
 # Each is built from the Go module proxy with its module's go.sum, like Kubernetes
 # (lib.sh's go_build), and cached under a key of its module's files: a change builds it
 # again. --cached builds nothing and exits non-zero when it is missing. On 2 cores,
@@ -23,7 +24,8 @@ tool=${1:-}
 case "$tool" in
   kstatus) packages=(.) binaries=(kstatus) module=sigs.k8s.io/cli-utils own=1 ;;
   helm) packages=(helm.sh/helm/v3/cmd/helm) binaries=(helm) module=helm.sh/helm/v3 own=0 ;;
-  peers) packages=(./cmd/podset-operator ./cmd/memcached-operator) binaries=(podset-operator memcached-operator)
+  peers) packages=(./cmd/podset-operator ./cmd/memcached-operator ./cmd/netperf-operator)
+    binaries=(podset-operator memcached-operator netperf-operator)
     module=sigs.k8s.io/controller-runtime own=1 ;;
   *) die "usage: $0 kstatus|helm|peers [--cached]" ;;
 esac

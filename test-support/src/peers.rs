@@ -1,5 +1,6 @@
 //! The seeds' own Go operators as processes against the test cluster: operator-sdk's
-//! PodSet tutorial operator and its Memcached sample, written with controller-runtime
+//! PodSet tutorial operator, its Memcached sample and the Netperf operator, written with
+//! controller-runtime
 //! (hack/peers/), the peers a user would otherwise write. Built once from the Go module
 //! proxy by `hack/go-tool.sh peers`; `PODSET_PEERS` names the directory of a build to use
 //! instead (`make test` sets it).
@@ -19,6 +20,8 @@ pub enum Seed {
     PodSet,
     /// The operator-sdk Go sample's Memcached operator, on our Memcached CRD.
     Memcached,
+    /// The seed's Netperf operator (a throughput test's phases), on our Netperf CRD.
+    Netperf,
 }
 
 impl Seed {
@@ -27,6 +30,7 @@ impl Seed {
         dir.join(match self {
             Seed::PodSet => "podset-operator",
             Seed::Memcached => "memcached-operator",
+            Seed::Netperf => "netperf-operator",
         })
     }
 }

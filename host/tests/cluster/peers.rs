@@ -4,7 +4,8 @@
 //! down by deleting) and its Memcached sample (the finalizer, a Deployment of `size`,
 //! resized with Update, `Available=True`, and the finalizer's work on delete), against the
 //! real API server, Deployment controller and garbage collector, their pods on the
-//! simulated node. Nothing is built here: `hack/go-tool.sh peers` built them once
+//! simulated node; and the Netperf operator, which measures throughput between two iperf3
+//! pods on the real node. Nothing is built here: `hack/go-tool.sh peers` built them once
 //! (`PODSET_PEERS`).
 
 use podset_test_support as common;
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use common::peers::{GoOperator, Seed};
 use common::{eventually, sum_metric};
+use guest_netperf::types::{Netperf, NetperfSpec, Phase};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -151,5 +153,42 @@ async fn the_memcached_samples_operator_converges_on_our_memcached_crd() {
         events.items.iter().any(warned).then_some(())
     })
     .await;
+    common::delete_namespace(&client, &ns).await;
+}
+
+#[tokio::test]
+async fn the_seeds_netperf_operator_measures_throughput_on_our_netperf_crd() {
+    let client = common::client().await;
+    let node = common::require_real_node(&client).await;
+    // No Pod Security labels: the seed's pods have no restricted security context.
+    let ns = common::namespace_labelled(&client, "peer-netperf", &[]).await;
+    let op = GoOperator::start(Seed::Netperf, &ns, &[]).await;
+    let netperfs: Api<Netperf> = Api::namespaced(client.clone(), &ns);
+    let spec = NetperfSpec { server_node: Some(node.clone()), client_node: Some(node), duration: 2 };
+    netperfs.create(&PostParams::default(), &Netperf::new("np", spec)).await.expect("create the Netperf");
+
+    // Its phases, as the seed's: Server, Test, then Done with the receiver's speed, the
+    // pods deleted. A real test: iperf3 between two pods over the node's bridge.
+    let what = format!("Netperf np to finish (log: {})", op.log.display());
+    let status = eventually(&what, Duration::from_secs(120), || async {
+        let status = netperfs.get("np").await.ok()?.status?;
+        matches!(status.status, Phase::Done | Phase::Error).then_some(status)
+    })
+    .await;
+    assert_eq!(status.status, Phase::Done, "{:?}", status.message);
+    let speed = status.speed_bits_per_sec.expect("a speed");
+    assert!(speed > 0, "a measured speed: {speed}");
+    let (server, client_pod) = (status.server_pod.expect("serverPod"), status.client_pod.expect("clientPod"));
+    assert!(
+        server.starts_with("netperf-server-") && client_pod.starts_with("netperf-client-"),
+        "{server}, {client_pod}"
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    eventually("the test's pods to be deleted", T, || async {
+        let left = pods.list(&ListParams::default().labels("app=netperf-operator")).await.ok()?;
+        left.items.is_empty().then_some(())
+    })
+    .await;
+    println!("the seed's Netperf operator: {:.2} Gbit/s", speed as f64 / 1e9);
     common::delete_namespace(&client, &ns).await;
 }
