@@ -12,8 +12,10 @@
 //! - **Hot swap** across the PodSets of the last round.
 //! - **Languages**: the PodSet policy in TypeScript and in Go against the same in Rust,
 //!   each in an operator of its own, in alternating rounds.
-//! - **The seed's operator**: operator-sdk's PodSet tutorial operator (Go,
-//!   controller-runtime; hack/peers/) on the same PodSets, in alternating rounds.
+//! - **The seeds' operators**: operator-sdk's PodSet tutorial operator and Memcached
+//!   sample (Go, controller-runtime; hack/peers/) on the same objects, in alternating
+//!   rounds; then the three seeds' operators (the Netperf one too) as three processes
+//!   against one podset-host serving the three policies: memory.
 //! - **Scale**: many PodSets with three policies loaded: time, memory, the writes
 //!   and CPU of a resync with nothing to do, memory per extra policy; the curve of
 //!   cost against the number of PodSets, and at its largest size, a new PodSet
@@ -46,6 +48,7 @@ mod seeds;
 mod sizes;
 mod stats;
 mod table;
+mod together;
 mod watch;
 
 use podset_test_support as common;
@@ -64,6 +67,7 @@ async fn main() {
     }
     if run != Run::ScaleOnly {
         tables.extend(seeds::tables(&client, &s).await);
+        tables.push((together::table(&client, &s).await, "three Go operators"));
     }
     if !matches!(run, Run::RoundsOnly | Run::SeedsOnly) {
         // The scale table and the curve start operators of their own.

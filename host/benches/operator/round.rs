@@ -119,7 +119,7 @@ where
 pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &Sizes, scale: bool) -> Round {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &peer.resource());
     let settling: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &peer.settles_on());
-    let names: Vec<String> = (0..s.objects).map(|i| format!("b-{i:04}")).collect();
+    let names = names(s);
     let before = apiserver_writes(client).await;
     let (apiserver_before, etcd_before) = (component_cpu("kube-apiserver"), component_cpu("etcd"));
     let controller_before = cpu_seconds(controller);
@@ -128,8 +128,7 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
     let others_before = others();
     let machine_before = Machine::now();
     let started = Instant::now();
-    let created = create_all(&api, peer, &names, s.replicas, started).await;
-    let settled = converged(client, peer, (&api, &settling), ns, s, started).await;
+    let (created, settled) = create_and_converge(client, peer, ns, s, started).await;
     let per_object = sorted(settled.values().copied());
     // From each object's own create: what the controller took, whatever the API server
     // took to accept the creates before it.
@@ -205,6 +204,26 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
     }
 }
 
+/// A round's objects' names.
+fn names(s: &Sizes) -> Vec<String> {
+    (0..s.objects).map(|i| format!("b-{i:04}")).collect()
+}
+
+/// Creates a round's objects of `peer` in `ns` at once and waits until they have
+/// converged; when each create returned, and when each object converged, from `since`.
+pub async fn create_and_converge(
+    client: &Client,
+    peer: Peer,
+    ns: &str,
+    s: &Sizes,
+    since: Instant,
+) -> (HashMap<String, Duration>, HashMap<String, Duration>) {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &peer.resource());
+    let settling: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &peer.settles_on());
+    let created = create_all(&api, peer, &names(s), s.replicas, since).await;
+    (created, converged(client, peer, (&api, &settling), ns, s, since).await)
+}
+
 /// When each object converged, from `since`: its status (or its Deployment's) settled
 /// at the round's size; for a peer whose status counts pods not ready yet, its last pod
 /// ready; for a Memcached, its own status `Available=True` as well.
@@ -256,7 +275,9 @@ pub async fn bench_namespace(client: &Client, prefix: &str, label: &str) -> Stri
 pub async fn drop_namespace(client: &Client, ns: &str) {
     common::delete_namespace(client, ns).await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    common::eventually(&format!("namespace {ns} to be gone"), T, || async {
+    // Three times as long as anything else: a namespace of the curve's 20 000 PodSets
+    // goes with their 40 000 pods, each removed by the simulated node.
+    common::eventually(&format!("namespace {ns} to be gone"), 3 * T, || async {
         namespaces.get_opt(ns).await.ok()?.is_none().then_some(())
     })
     .await;

@@ -16,6 +16,7 @@ use crate::peer::{Peer, apiserver_writes, controller_writes};
 use crate::queueing::{self, Jumped};
 use crate::round::{bench_namespace, create_all, drop_namespace, kcm_rate};
 use crate::sizes::{CURVE_REPLICAS, Sizes};
+use crate::stats::{lowest_first, median};
 use crate::table::{Table, Unit};
 use crate::watch::{T, settle};
 
@@ -195,7 +196,9 @@ pub fn scale_table(s: &Sizes, f: &Scaled) -> Table {
 }
 
 /// How cost grows with work: at each size of the curve, PodSets with a fresh operator
-/// (one policy) and ReplicaSets with the controller manager, one after the other.
+/// (one policy) and ReplicaSets with the controller manager, one after the other,
+/// [`Sizes::curve_rounds`] times up to [`CURVE_ROUNDS_UP_TO`] objects (who goes first
+/// alternating), once above.
 pub async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
     let policy = common::policy_dir().join("podset.wasm");
     // The peer at the rate the rounds give it (`BENCH_SCALE_ONLY` runs no rounds first).
@@ -203,33 +206,56 @@ pub async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
     let mut points = Vec::new();
     let mut jumped = None;
     for &n in &s.curve {
-        let mut op = common::Operator::spawn_shard("bench-curve", label, &[&policy], &common::kubeconfig_path(), &[]);
-        op.ready().await;
-        let (ours, ns) = curve_point(client, Peer::PodSet, label, n).await;
-        let ours_rss = rss(op.pid());
-        // At the largest size: a new PodSet while a restarted operator re-decides them all.
-        if Some(&n) == s.curve.last() {
-            let j = queueing::new_parent_during_sweep(client, &mut op, &ns, n).await;
-            eprintln!("curve {n}: a new PodSet during the sweep: {j:?}");
-            jumped = Some(j);
+        let rounds = if n <= CURVE_ROUNDS_UP_TO { s.curve_rounds } else { 1 };
+        let mut point = CurvePoint { n, peer: Vec::new(), ours: Vec::new(), kcm_rss: 0.0, ours_rss: 0.0 };
+        for r in 0..rounds {
+            let mut order = [Peer::PodSet, Peer::ReplicaSet];
+            if r % 2 == 1 {
+                order.reverse();
+            }
+            for peer in order {
+                if peer == Peer::ReplicaSet {
+                    let (figures, ns) = curve_point(client, peer, label, n).await;
+                    drop_namespace(client, &ns).await;
+                    point.kcm_rss = point.kcm_rss.max(rss(component_pid("kube-controller-manager")));
+                    eprintln!("curve {n}, round {}: ReplicaSet {figures:?}", r + 1);
+                    point.peer.push(figures);
+                    continue;
+                }
+                let mut op =
+                    common::Operator::spawn_shard("bench-curve", label, &[&policy], &common::kubeconfig_path(), &[]);
+                op.ready().await;
+                let (figures, ns) = curve_point(client, peer, label, n).await;
+                point.ours_rss = point.ours_rss.max(rss(op.pid()));
+                // At the largest size, once: a new PodSet while a restarted operator
+                // re-decides them all.
+                if Some(&n) == s.curve.last() && jumped.is_none() {
+                    let j = queueing::new_parent_during_sweep(client, &mut op, &ns, n).await;
+                    eprintln!("curve {n}: a new PodSet during the sweep: {j:?}");
+                    jumped = Some(j);
+                }
+                drop(op);
+                drop_namespace(client, &ns).await;
+                eprintln!("curve {n}, round {}: PodSet {figures:?}", r + 1);
+                point.ours.push(figures);
+            }
         }
-        drop(op);
-        drop_namespace(client, &ns).await;
-        let (peer, ns) = curve_point(client, Peer::ReplicaSet, label, n).await;
-        drop_namespace(client, &ns).await;
-        let kcm_rss = rss(component_pid("kube-controller-manager"));
-        eprintln!("curve {n}: ReplicaSet {peer:?}, PodSet {ours:?}; RSS {kcm_rss:.1} vs {ours_rss:.1} MiB");
-        points.push(CurvePoint { n, peer, ours, kcm_rss, ours_rss });
+        eprintln!("curve {n}: RSS {:.1} vs {:.1} MiB", point.kcm_rss, point.ours_rss);
+        points.push(point);
     }
     curve_table(s, &points, jumped)
 }
 
-/// One size of the curve: `n` objects of each, (seconds to converge, writes per object,
-/// API server CPU seconds per object) and the RSS of the controller manager and ours.
+/// Sizes of the curve up to which each point is measured [`Sizes::curve_rounds`] times.
+pub const CURVE_ROUNDS_UP_TO: usize = 5000;
+
+/// One size of the curve: `n` objects of each, per round (seconds to converge, writes
+/// per object, API server CPU seconds per object), and the peak RSS of the controller
+/// manager and of ours.
 pub struct CurvePoint {
     pub n: usize,
-    pub peer: (f64, f64, f64),
-    pub ours: (f64, f64, f64),
+    pub peer: Vec<(f64, f64, f64)>,
+    pub ours: Vec<(f64, f64, f64)>,
     pub kcm_rss: f64,
     pub ours_rss: f64,
 }
@@ -238,16 +264,37 @@ pub struct CurvePoint {
 /// the largest.
 pub fn curve_table(s: &Sizes, points: &[CurvePoint], jumped: Option<Jumped>) -> Table {
     let mut t = Table::new(&format!(
-        "Scale curve: {} objects × {CURVE_REPLICAS} pods, one round each (RSS: the operator vs the whole controller \
-         manager)",
-        s.curve.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
+        "Scale curve: {} objects × {CURVE_REPLICAS} pods, {} rounds each up to {CURVE_ROUNDS_UP_TO} (medians; RSS: \
+         the operator vs the whole controller manager, peaks)",
+        s.curve.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
+        s.curve_rounds
     ));
-    for &CurvePoint { n, peer, ours, kcm_rss, ours_rss } in points {
+    for CurvePoint { n, peer, ours, kcm_rss, ours_rss } in points {
         let at = |what: &str| format!("{n} objects: {what}");
-        t.ratio(&at("time until every object reports all replicas available"), peer.0, ours.0, Unit::Seconds, None);
-        t.ratio(&at("API writes per object"), peer.1, ours.1, Unit::Count, None);
-        t.ratio(&at("API server CPU per object"), peer.2 * 1e3, ours.2 * 1e3, Unit::MsCpu, None);
-        t.ratio(&at("RSS"), kcm_rss, ours_rss, Unit::MiB, None);
+        let med = |v: &[(f64, f64, f64)], f: fn(&(f64, f64, f64)) -> f64| median(v, &f);
+        let time = |p: &(f64, f64, f64)| p.0;
+        t.ratio(
+            &at("time until every object reports all replicas available"),
+            med(peer, time),
+            med(ours, time),
+            Unit::Seconds,
+            Some(1.0),
+        );
+        t.each(
+            &lowest_first(peer.iter().map(time)),
+            &lowest_first(ours.iter().map(time)),
+            &lowest_first(peer.iter().zip(ours).map(|(p, o)| o.0 / p.0)),
+            Unit::Seconds,
+        );
+        t.ratio(&at("API writes per object"), med(peer, |p| p.1), med(ours, |p| p.1), Unit::Count, None);
+        t.ratio(
+            &at("API server CPU per object"),
+            med(peer, |p| p.2 * 1e3),
+            med(ours, |p| p.2 * 1e3),
+            Unit::MsCpu,
+            None,
+        );
+        t.ratio(&at("RSS"), *kcm_rss, *ours_rss, Unit::MiB, None);
     }
     if let Some(Jumped { first_pod, before, swept, sweep }) = jumped {
         t.alone(

@@ -9,6 +9,8 @@ pub struct Sizes {
     pub objects: usize,
     /// Memcacheds in the rounds against the Memcached sample.
     pub memcacheds: usize,
+    /// Netperfs beside the PodSets and Memcacheds when the three seeds run at once.
+    pub netperfs: usize,
     pub replicas: i32,
     pub rounds: usize,
     pub scale_objects: usize,
@@ -16,6 +18,8 @@ pub struct Sizes {
     /// The scale curve: objects at each point, of `CURVE_REPLICAS` pods
     /// (`BENCH_CURVE=100,20000` for others).
     pub curve: Vec<usize>,
+    /// Rounds at each size of the curve up to `scale::CURVE_ROUNDS_UP_TO` objects.
+    pub curve_rounds: usize,
 }
 
 /// Pods per object on the scale curve.
@@ -36,21 +40,25 @@ impl Sizes {
             Sizes {
                 objects: 10,
                 memcacheds: 3,
+                netperfs: 2,
                 replicas: 2,
                 rounds: 1,
                 scale_objects: 20,
                 resync: Duration::from_secs(5),
                 curve: vec![10, 20],
+                curve_rounds: 1,
             }
         } else {
             Sizes {
                 objects: 200,
                 memcacheds: 50,
+                netperfs: 20,
                 replicas: 5,
                 rounds: 3,
                 scale_objects: 1000,
                 resync: Duration::from_secs(30),
-                curve: vec![100, 1000, 5000],
+                curve: vec![100, 1000, 5000, 20000],
+                curve_rounds: 2,
             }
         };
         let curve = std::env::var("BENCH_CURVE").ok().map(|v| {

@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-use crate::round::Round;
-
 /// A duration in seconds, as the tables show times.
 pub fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
@@ -22,10 +20,14 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted.get(i).copied().unwrap_or_default()
 }
 
-/// The median over `rounds` of what `f` reads from a round.
-pub fn median(rounds: &[Round], f: &dyn Fn(&Round) -> f64) -> f64 {
+/// The median over `rounds` of what `f` reads from a round (of two, their mean).
+pub fn median<R>(rounds: &[R], f: &dyn Fn(&R) -> f64) -> f64 {
     let v = lowest_first(rounds.iter().map(f));
-    v[v.len() / 2]
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 0 => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        n => v[n / 2],
+    }
 }
 
 /// `values`, lowest first (as [`sorted`] for durations).
