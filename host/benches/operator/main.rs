@@ -10,8 +10,8 @@
 //! - **Shadow**: the same rounds with a shadow of the same module beside every
 //!   decision (a Shadow ReconcilePolicy in the round's namespace), against none.
 //! - **Hot swap** across the PodSets of the last round.
-//! - **Languages**: the PodSet policy in TypeScript and in Go against the same in Rust,
-//!   each in an operator of its own, in alternating rounds.
+//! - **Languages**: the PodSet and the Memcached policies in TypeScript and in Go
+//!   against the same in Rust, each in an operator of its own, in alternating rounds.
 //! - **The seeds' operators**: operator-sdk's PodSet tutorial operator and Memcached
 //!   sample (Go, controller-runtime; hack/peers/) on the same objects, in alternating
 //!   rounds; then the three seeds' operators (the Netperf one too) as three processes
