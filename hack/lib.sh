@@ -395,7 +395,8 @@ keep_compiled_policies() {
 # world into SDK_DIR/internal/wit/, the podset-policy world into internal/witpodset/
 # (each beside its hand-written export_* packages), the version into internal/contract/;
 # and the runtime package they import, go.bytecodealliance.org/pkg, copied from the same
-# crate's source into GO_PKG_DIR (the module proxy serves no version of it). `make go-bindings` writes the committed copies;
+# crate's source into GO_PKG_DIR (the module proxy serves no version of it), with
+# go/bindgen/cabi-realloc-arena.patch applied. `make go-bindings` writes the committed copies;
 # `make check` writes both into a temporary directory and compares.
 go_bindings() {
   local sdk=$1 pkg=$2 crate
@@ -415,4 +416,8 @@ go_bindings() {
   rm -rf "$pkg" && mkdir -p "$pkg/wit"
   cp "$crate/src/pkg/go.mod" "$crate/src/pkg/LICENSE" "$pkg/"
   cp -r "$crate/src/pkg/wit/runtime" "$crate/src/pkg/wit/types" "$crate/src/pkg/wit/async" "$pkg/wit/"
+  # Ours on top: cabi_realloc bumps through an arena before it takes the GC heap (the
+  # patch says why: issue 42).
+  command -v patch >/dev/null || apt_install patch
+  patch -s -p1 -d "$pkg" <"$ROOT/go/bindgen/cabi-realloc-arena.patch" || die "patching $pkg (go/bindgen/cabi-realloc-arena.patch) failed"
 }

@@ -221,7 +221,7 @@ if [ "$FIXTURES" = 1 ]; then
   # (CARGO_TARGET_DIR is the policies' own here: the host binary is the native one.)
   CARGO_TARGET_DIR="$NATIVE_TARGET_DIR" PODSET_HOST_BIN="$HOST_BIN" "$0" --go
   clock="$OUT/fixtures/go-clock-reader.wasm"
-  [ -f "$clock" ] && [ -z "$(find "$ROOT/go/fixtures/clock-reader" "$ROOT/go/policy-sdk" "$ROOT/wit" "$ROOT/host/src/author" \
+  [ -f "$clock" ] && [ -z "$(find "$ROOT/go/fixtures/clock-reader" "$ROOT/go/policy-sdk" "$ROOT/go/go-pkg" "$ROOT/wit" "$ROOT/host/src/author" \
     -newer "$clock" -print -quit)" ] || build_go "$ROOT/go/fixtures/clock-reader" "$clock"
   log "fixtures: $(find "$OUT/fixtures" -maxdepth 1 -type f -printf '%f\n' | sort | tr '\n' ' ')"
 fi
