@@ -104,7 +104,9 @@ async fn patch_status(api: &Api<Node>, name: &str) -> Result<(), Error> {
             "lastHeartbeatTime": now, "lastTransitionTime": now,
         })
     };
-    let resources = json!({ "cpu": "16", "memory": "64Gi", "pods": "10000", "ephemeral-storage": "100Gi" });
+    // Room for `make bench`'s largest curve point, 20 000 PodSets × 2 pods: at 10 000
+    // pods its last 30 000 stayed Pending (2026-11-29).
+    let resources = json!({ "cpu": "16", "memory": "64Gi", "pods": "100000", "ephemeral-storage": "100Gi" });
     let patch = json!({
         "status": {
             "capacity": resources,
