@@ -13,7 +13,8 @@
 # (lib.sh's go_build), and cached under a key of its module's files: a change builds it
 # again. --cached builds nothing and exits non-zero when it is missing. On 2 cores,
 # 2026-11-28: kstatus 34 s alone, helm 131 s at nice 19 beside other work, peers 110 s alone
-# (204 s of CPU, its modules downloaded).
+# (204 s of CPU, its modules downloaded); 2026-11-29, the Netperf operator added: peers 130 s
+# (209 s of CPU).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
