@@ -8,7 +8,6 @@ use crate::machine::rss;
 use crate::metrics::Split;
 use crate::peer::Peer;
 use crate::round::{Round, bench_namespace, drop_namespace, round};
-use crate::seeds::MEMCACHED_SIZE;
 use crate::sizes::Sizes;
 use crate::stats::{percentile, secs};
 use crate::table::{Row, Table, Unit};
@@ -52,11 +51,10 @@ pub struct LanguageRun {
 }
 
 /// Both families: the PodSets at the rounds' size, the Memcacheds at the seeds'
-/// ([`Sizes::memcacheds`] × [`MEMCACHED_SIZE`]).
+/// ([`Sizes::of_memcacheds`]).
 pub async fn tables(client: &Client, s: &Sizes) -> Vec<(Table, &'static str)> {
     let mut tables = family(client, s, &PODSET).await;
-    let m = Sizes { objects: s.memcacheds, replicas: MEMCACHED_SIZE, ..s.clone() };
-    tables.extend(family(client, &m, &MEMCACHED).await);
+    tables.extend(family(client, &s.of_memcacheds(), &MEMCACHED).await);
     tables
 }
 

@@ -218,7 +218,7 @@ pub async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
                     let kcm = component_pid("kube-controller-manager");
                     let (figures, ns) = curve_point(client, peer, kcm, label, n).await;
                     drop_namespace(client, &ns).await;
-                    point.kcm_rss = point.kcm_rss.max(rss(component_pid("kube-controller-manager")));
+                    point.kcm_rss = point.kcm_rss.max(rss(kcm));
                     eprintln!("curve {n}, round {}: ReplicaSet {figures:?}", r + 1);
                     point.peer.push(figures);
                     continue;

@@ -32,14 +32,14 @@ struct Contender {
 }
 
 /// The seeds' operators against ours: the PodSet tutorial's at the rounds' size, the
-/// Memcached sample's at [`Sizes::memcacheds`] of [`MEMCACHED_SIZE`], in alternating rounds.
+/// Memcached sample's at [`Sizes::of_memcacheds`], in alternating rounds.
 pub async fn tables(client: &Client, s: &Sizes) -> Vec<(Table, &'static str)> {
     // The Deployment and ReplicaSet controllers make the Memcacheds' pods for both: at
     // the rate the rounds give the controller manager, so that they are not what is
     // measured (at its default 20 requests per second, a scale of 50 Memcacheds took
     // 11.5 s whoever asked for it).
     kcm_rate(1000, 1000);
-    let m = Sizes { objects: s.memcacheds, replicas: MEMCACHED_SIZE, ..s.clone() };
+    let m = s.of_memcacheds();
     let (sample, ours) =
         compare(client, &m, Seed::Memcached, Peer::MemcachedSample, Peer::Memcached, "memcached.wasm").await;
     let memcached =
@@ -48,9 +48,6 @@ pub async fn tables(client: &Client, s: &Sizes) -> Vec<(Table, &'static str)> {
     let podset = table(s, "PodSet tutorial", "PodSet", ROWS, &tutorial, &ours);
     vec![(podset, "the tutorial's operator"), memcached]
 }
-
-/// Pods per Memcached in its rounds.
-pub const MEMCACHED_SIZE: i32 = 3;
 
 /// `seed`'s operator (reconciling as `go`) against ours serving `policy` (as `wasm`),
 /// in alternating rounds of `s`, each the only controller of the kind running.

@@ -25,7 +25,16 @@ pub struct Sizes {
 /// Pods per object on the scale curve.
 pub const CURVE_REPLICAS: i32 = 2;
 
+/// Pods per Memcached in its rounds.
+pub const MEMCACHED_SIZE: i32 = 3;
+
 impl Sizes {
+    /// The Memcacheds' rounds: [`Sizes::memcacheds`] of [`MEMCACHED_SIZE`] pods, the rest
+    /// as these.
+    pub fn of_memcacheds(&self) -> Sizes {
+        Sizes { objects: self.memcacheds, replicas: MEMCACHED_SIZE, ..self.clone() }
+    }
+
     pub fn from_env() -> (Sizes, Run) {
         let set = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
         let run = match (set("BENCH_QUICK"), set("BENCH_ROUNDS_ONLY"), set("BENCH_SCALE_ONLY"), set("BENCH_SEEDS_ONLY"))

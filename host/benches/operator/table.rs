@@ -97,6 +97,11 @@ impl Unit {
             Unit::Percent => format!("{v:.2} %"),
         }
     }
+
+    /// Several figures, each as [`Unit::show`] writes it, joined by `sep`.
+    pub fn show_all(self, vs: &[f64], sep: &str) -> String {
+        vs.iter().map(|v| self.show(*v)).collect::<Vec<_>>().join(sep)
+    }
 }
 
 impl Table {
@@ -160,7 +165,7 @@ impl Table {
 
     /// A row of each round's figures, lowest first, and of the ratios within rounds.
     pub fn each(&mut self, peer: &[f64], ours: &[f64], ratios: &[f64], unit: Unit) {
-        let show = |vs: &[f64]| vs.iter().map(|v| unit.show(*v)).collect::<Vec<_>>().join(", ");
+        let show = |vs: &[f64]| unit.show_all(vs, ", ");
         let ratios = ratios.iter().map(|r| format!("{r:.2}×")).collect::<Vec<_>>().join(", ");
         self.rows.push(["… each round, lowest first".into(), show(peer), show(ours), ratios, "—".into(), "—".into()]);
     }
@@ -176,8 +181,7 @@ impl Table {
 
     /// A row of the peer's figures alone (several, joined), where ours has none.
     pub fn peer(&mut self, what: &str, peer: &[f64], unit: Unit) {
-        let figures = peer.iter().map(|v| unit.show(*v)).collect::<Vec<_>>().join(" / ");
-        self.rows.push([what.into(), figures, "—".into(), "—".into(), "—".into(), "—".into()]);
+        self.rows.push([what.into(), unit.show_all(peer, " / "), "—".into(), "—".into(), "—".into(), "—".into()]);
     }
 
     pub fn markdown(&self, peer: &str) -> String {

@@ -24,8 +24,7 @@ use common::peers::{GoOperator, Seed};
 use crate::machine::rss;
 use crate::peer::Peer;
 use crate::round::{create_and_converge, drop_namespace};
-use crate::seeds::MEMCACHED_SIZE;
-use crate::sizes::Sizes;
+use crate::sizes::{MEMCACHED_SIZE, Sizes};
 use crate::table::{Table, Unit};
 use crate::watch::until_all;
 
@@ -116,7 +115,7 @@ async fn converge(
     node: &str,
 ) -> Duration {
     let started = Instant::now();
-    let m = Sizes { objects: s.memcacheds, replicas: MEMCACHED_SIZE, ..s.clone() };
+    let m = s.of_memcacheds();
     let netperf = ApiResource::from_gvk(&GroupVersionKind::gvk("app.example.com", "v1alpha1", "Netperf"));
     let netperfs: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns[2], &netperf);
     tokio::join!(
