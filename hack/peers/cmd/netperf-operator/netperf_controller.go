@@ -81,13 +81,7 @@ func (r *NetperfReconciler) startServer(ctx context.Context, netperf *Netperf) e
 		PeriodSeconds:    1,
 		FailureThreshold: 60,
 	}
-	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the server pod: %w", err)
-	}
-	log.FromContext(ctx).Info("server pod created", "pod", pod.Name)
-	netperf.Status.Status = phaseServer
-	netperf.Status.ServerPod = pod.Name
-	return r.Status().Update(ctx, netperf)
+	return r.createAndRecord(ctx, netperf, pod, phaseServer, &netperf.Status.ServerPod)
 }
 
 // startClient creates the client pod once the server serves, and records it.
@@ -112,12 +106,19 @@ func (r *NetperfReconciler) startClient(ctx context.Context, netperf *Netperf) e
 	}
 	pod.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"
 	pod.Spec.Containers[0].TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	return r.createAndRecord(ctx, netperf, pod, phaseTest, &netperf.Status.ClientPod)
+}
+
+// createAndRecord creates one of the test's pods (one already there counts: the seed's
+// way of not creating it twice) and records it: the next phase, and the pod's name in
+// field (status.serverPod or status.clientPod).
+func (r *NetperfReconciler) createAndRecord(ctx context.Context, netperf *Netperf, pod *corev1.Pod, phase string, field *string) error {
 	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the client pod: %w", err)
+		return fmt.Errorf("creating pod %s: %w", pod.Name, err)
 	}
-	log.FromContext(ctx).Info("client pod created", "pod", pod.Name, "server", server.Status.PodIP)
-	netperf.Status.Status = phaseTest
-	netperf.Status.ClientPod = pod.Name
+	log.FromContext(ctx).Info("pod created", "pod", pod.Name, "phase", phase)
+	netperf.Status.Status = phase
+	*field = pod.Name
 	return r.Status().Update(ctx, netperf)
 }
 
