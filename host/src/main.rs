@@ -60,11 +60,10 @@ enum Page {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The platform verifier logs every refused certificate at ERROR; the error we return says it.
-    // kube-runtime's controller opens an INFO span for every reconcile it starts, and a
-    // reconcile waiting for its turn holds it: 726 bytes while open and 343 kept by the
-    // subscriber once closed (a scratch count of 1000 such spans). Our own span, opened
-    // once the turn is taken, names the object; `RUST_LOG=info` brings kube-runtime's
-    // back, with the reason each reconcile was started.
+    // kube-runtime's controller (the policy sources run one) opens an INFO span for every
+    // reconcile it starts: 726 bytes while open and 343 kept by the subscriber once closed
+    // (a scratch count of 1000 such spans); `RUST_LOG=info` brings them back, with the
+    // reason each was started. A parent's reconcile has a span of our own (reconcile::flow).
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "info,kube_runtime::controller=warn,rustls_platform_verifier=off".into());
     let json = matches!(&cli.command, Command::Run(a) if a.log_json);

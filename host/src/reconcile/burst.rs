@@ -1,24 +1,20 @@
-//! Reconciles in flight, and the heap given back once a burst of them has drained.
+//! Parents in flight (queued or being reconciled), and the heap given back once a burst
+//! of them has drained.
 //!
-//! Every parent due waits for its turn at once (see [`KindContext::new`]), so a burst
-//! of creates leaves as many reconciles started: kube-runtime's task, its runner's map
-//! entry and our waiting future for each. When they are done the allocator keeps most
-//! of that memory: freed between objects the burst cached, it is rarely at the top of
-//! a heap.
-//!
-//! [`KindContext::new`]: super::kind::KindContext::new
+//! A burst of creates queues as many parents, and what their reconciles allocate is
+//! freed between objects the burst cached: rarely at the top of a heap, so the
+//! allocator keeps most of it until it is told to look.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::heap;
 
-/// Reconciles in flight at once, at least, for their end to count as a burst's.
-/// `--concurrency` is 8 by default: a parent due while the turns are taken and the
+/// Parents in flight at once, at least, for their end to count as a burst's.
+/// `--concurrency` is 8 by default: a parent queued while the workers are busy and the
 /// next few are ordinary work.
 pub const BURST: usize = 64;
 
-/// Reconciles started and not yet finished (waiting for a turn, or in one), and the
-/// most since they last all finished.
+/// Parents queued or being reconciled, and the most since none was.
 #[derive(Debug, Default)]
 pub struct InFlight {
     now: AtomicUsize,
@@ -26,50 +22,43 @@ pub struct InFlight {
 }
 
 impl InFlight {
-    /// One more reconcile in flight, until the guard is dropped.
-    pub fn start(&self) -> Started<'_> {
-        self.enter();
-        Started(self)
-    }
-
-    fn enter(&self) {
+    /// One more parent in flight.
+    pub fn enter(&self) {
         let now = self.now.fetch_add(1, Ordering::Relaxed) + 1;
         self.peak.fetch_max(now, Ordering::Relaxed);
     }
 
+    /// One fewer in flight. The last of a burst gives the heap back, on a blocking
+    /// thread: `mi_collect` walks every heap.
+    pub fn leave(&self) {
+        if let Some(peak) = self.ended()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn_blocking(move || give_back(peak));
+        }
+    }
+
+    /// In flight now.
+    pub fn now(&self) -> usize {
+        self.now.load(Ordering::Relaxed)
+    }
+
     /// One fewer in flight; if it was the last of a burst, the most that were in flight.
-    fn leave(&self) -> Option<usize> {
+    fn ended(&self) -> Option<usize> {
         if self.now.fetch_sub(1, Ordering::Relaxed) != 1 {
             return None;
         }
-        // A reconcile started meanwhile only makes the next peak one lower.
+        // A parent queued meanwhile only makes the next peak one lower.
         Some(self.peak.swap(0, Ordering::Relaxed)).filter(|peak| *peak >= BURST)
     }
 }
 
-/// A reconcile in flight. Dropped, and the last of a burst, it gives the heap back
-/// on a blocking thread: `mi_collect` walks every heap.
-pub struct Started<'a>(&'a InFlight);
-
-impl Drop for Started<'_> {
-    fn drop(&mut self) {
-        if let Some(peak) = self.0.leave()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            runtime.spawn_blocking(move || {
-                let before = heap::resident_bytes(None);
-                heap::release_freed();
-                let after = heap::resident_bytes(None);
-                let mib = |b: Option<u64>| b.map_or(f64::NAN, |b| b as f64 / (1 << 20) as f64);
-                tracing::debug!(
-                    peak,
-                    "heap given back after a burst: resident {:.1} → {:.1} MiB",
-                    mib(before),
-                    mib(after)
-                );
-            });
-        }
-    }
+fn give_back(peak: usize) {
+    let before = heap::resident_bytes(None);
+    heap::release_freed();
+    let after = heap::resident_bytes(None);
+    let mib = |b: Option<u64>| b.map_or(f64::NAN, |b| b as f64 / (1 << 20) as f64);
+    tracing::debug!(peak, "heap given back after a burst: resident {:.1} → {:.1} MiB", mib(before), mib(after));
 }
 
 #[cfg(test)]
@@ -79,7 +68,7 @@ mod tests {
     /// Enters `n`, then leaves them: the bursts the leaves ended, by their peak.
     fn wave(flight: &InFlight, n: usize) -> Vec<usize> {
         (0..n).for_each(|_| flight.enter());
-        (0..n).filter_map(|_| flight.leave()).collect()
+        (0..n).filter_map(|_| flight.ended()).collect()
     }
 
     #[test]
@@ -95,9 +84,9 @@ mod tests {
     fn a_burst_that_drains_while_others_start_ends_once_they_are_done() {
         let flight = InFlight::default();
         (0..BURST).for_each(|_| flight.enter());
-        (0..BURST - 1).for_each(|_| assert_eq!(flight.leave(), None));
+        (0..BURST - 1).for_each(|_| assert_eq!(flight.ended(), None));
         flight.enter();
-        assert_eq!(flight.leave(), None, "one is still in flight");
-        assert_eq!(flight.leave(), Some(BURST), "the burst's peak was kept until none was in flight");
+        assert_eq!(flight.ended(), None, "one is still in flight");
+        assert_eq!(flight.ended(), Some(BURST), "the burst's peak was kept until none was in flight");
     }
 }

@@ -1,5 +1,6 @@
-//! One kube-runtime `Controller` per parent kind that some policy serves, started and
-//! stopped as policies come and go, without a restart.
+//! A controller per parent kind that some policy serves, started and stopped as
+//! policies come and go, without a restart: kube-runtime's watch and cache of its
+//! parents, its [work queue](super::queue), and `--concurrency` reconciles at once.
 //!
 //! A kind's controller watches its parents and, through shared [`Watches`], the child
 //! and related kinds its policies declare; a change to a child or a related object
@@ -14,25 +15,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::channel::mpsc::{UnboundedReceiver, unbounded};
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource};
 use kube::core::GroupVersionKind;
-use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler};
+use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler, scheduler};
 use kube::runtime::{WatchStreamExt, watcher};
 use parking_lot::Mutex;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::context::Context;
 use super::expectations::Seen;
 use super::flow::{error_policy, reconcile};
-use super::keys::ChildKey;
+use super::keys::{ChildKey, ParentRef};
 use super::kind::{KindContext, KindState};
 use super::lookups::LookupIndex;
+use super::queue::{Again, WorkQueue};
 use super::waves;
 use crate::contract::bindings::RelatedKind;
 use crate::contract::declarations::kind_name;
@@ -412,29 +413,108 @@ async fn run(
         // Status writes (ours included) and metadata-only changes do not trigger a
         // reconcile; what a decision depends on does.
         .predicate_filter(decision_inputs, Default::default());
-    let grace = stop.clone();
-    let controller = Controller::for_stream_with(parents, kind.parents.clone(), kind.resource.clone())
-        .reconcile_on(triggers.stream(ctx.debounce))
-        // kube-runtime's own limit stays off: see `KindContext::new`.
-        .graceful_shutdown_on(async move { grace.cancelled().await })
-        .run(reconcile, error_policy, Arc::new(KindContext::new(ctx.clone(), kind.clone(), stop.clone())))
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!("controller: {e}");
+    let queue = Arc::new(WorkQueue::default());
+    // When a reconcile asked to look again: kube-runtime's scheduler (the earlier of
+    // two requests for one parent wins).
+    let (later_tx, later_rx) = unbounded();
+    let own_changes = parents.for_each({
+        let (queue, kind) = (queue.clone(), kind.clone());
+        move |parent| {
+            match parent {
+                Ok(p) => queue.add(ObjectRef::from_obj_with(&p, kind.resource.clone()), kind.decided.urgency(&p)),
+                Err(e) => tracing::debug!("parents' watch: {e}"),
             }
-        });
-    // A controller whose cache never synced never completes its graceful shutdown
-    // (kube-runtime waits for the sync first), but has nothing in flight: drop it.
-    let health = kind.health.clone();
+            futures::future::ready(())
+        }
+    });
+    let asked = futures::stream::select(triggers.stream(ctx.debounce), scheduler(later_rx)).for_each({
+        let (queue, kind) = (queue.clone(), kind.clone());
+        move |key| {
+            let urgency = kind.urgency(&key);
+            queue.add(key, urgency);
+            futures::future::ready(())
+        }
+    });
+    let kc = Arc::new(KindContext { ctx: ctx.clone(), kind: kind.clone() });
+    // Ends once stopped and the reconciles in flight are done, or after their grace.
     let deadline = async {
         stop.cancelled().await;
-        if health.is_synced() {
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        }
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
     };
     tokio::select! {
-        _ = controller => {},
-        _ = deadline => {},
+        () = dispatch(kc, queue, later_tx, stop.clone()) => {},
+        () = own_changes => {},
+        () = asked => {},
+        () = deadline => {},
+    }
+}
+
+/// Hands the queue's parents to reconciles, `--concurrency` at once (0: no limit), once
+/// the parents are listed, until `stop`; then waits for the reconciles in flight.
+async fn dispatch(
+    kc: Arc<KindContext>,
+    queue: Arc<WorkQueue>,
+    later: UnboundedSender<ScheduleRequest<ParentRef>>,
+    stop: CancellationToken,
+) {
+    tokio::select! {
+        listed = kc.kind.parents.wait_until_ready() => if listed.is_err() { return },
+        () = stop.cancelled() => return,
+    }
+    let limit = match kc.ctx.concurrency {
+        0 => usize::MAX,
+        n => usize::from(n),
+    };
+    let mut running = JoinSet::new();
+    loop {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            Some(ended) = running.join_next(), if !running.is_empty() => {
+                if let Err(e) = ended {
+                    warn!(kind = %kc.kind.resource.kind, "a reconcile ended abnormally: {e}");
+                }
+            }
+            key = queue.next(), if running.len() < limit => {
+                running.spawn(reconcile_one(kc.clone(), queue.clone(), later.clone(), key));
+            }
+        }
+    }
+    while running.join_next().await.is_some() {}
+}
+
+/// One reconcile of `key`; then the queue may hand it out again, and it is asked for
+/// again when the reconcile (or, failed, the error policy) said.
+async fn reconcile_one(
+    kc: Arc<KindContext>,
+    queue: Arc<WorkQueue>,
+    later: UnboundedSender<ScheduleRequest<ParentRef>>,
+    key: ParentRef,
+) {
+    // Done even if the reconcile panics: its parent must not stay taken.
+    let taken = Taken { queue: &queue, key: &key };
+    let again = match reconcile(&key, &kc).await {
+        Ok(again) => again,
+        Err(e) => match kc.kind.parents.get(&key) {
+            Some(parent) => error_policy(&parent, &e, &kc),
+            None => Again::OnChange,
+        },
+    };
+    drop(taken);
+    if let Again::After(delay) = again {
+        let _ = later.unbounded_send(ScheduleRequest { message: key, run_at: tokio::time::Instant::now() + delay });
+    }
+}
+
+/// A parent handed out by the queue, given back when dropped.
+struct Taken<'a> {
+    queue: &'a WorkQueue,
+    key: &'a ParentRef,
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        self.queue.done(self.key);
     }
 }
 

@@ -2,12 +2,10 @@
 //! cache it reads is current, then observe → decide → check → execute → status; a
 //! failure is reported on the parent and retried with per-object backoff.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use kube::api::ApiResource;
-use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{Instrument, info_span, warn};
@@ -18,6 +16,7 @@ use super::error::{Error, Result};
 use super::keys::ParentRef;
 use super::kind::KindContext;
 use super::observe::{self, Marks, Observed};
+use super::queue::Again;
 use super::{check, execute, status, waves};
 use crate::conditions::{POLICY_FAILED, RECONCILE_FAILED};
 use crate::kubernetes::events::{Origin, event};
@@ -35,35 +34,16 @@ const LOADING_RETRY: Duration = Duration::from_secs(1);
 /// last status write (the watch brings the write within milliseconds).
 const BEHIND_RETRY: Duration = Duration::from_millis(50);
 
-/// One reconcile of one parent.
-///
-/// kube-runtime spawns each reconcile as a task, and every parent due waits here for its
-/// turn at once (1000 after a burst of creates), so the wait holds only its two
-/// arguments: the rest of the reconcile (5240 bytes as a future in a debug build, its
-/// key, its span) is made once the turn is taken. Held inline, it took the operator's
-/// RSS at 1000 PodSets × 5 from 55.5 to 69.4 MiB in `make bench`; boxed after the turn,
-/// to 60.2 and 59.0 MiB in the next two runs. Once the last of such a burst is done,
-/// the heap is given back ([`burst`](super::burst)).
-pub async fn reconcile(parent: Arc<Object>, kc: Arc<KindContext>) -> Result<Action> {
-    let _in_flight = kc.in_flight.start();
-    let urgency = kc.kind.decided.urgency(&parent);
-    let _turn = tokio::select! {
-        turn = kc.turns.take(urgency) => turn,
-        () = kc.stop.cancelled() => return Ok(Action::await_change()),
-    };
-    Box::pin(in_turn(parent, kc.as_ref())).await
-}
-
-async fn in_turn(parent: Arc<Object>, kc: &KindContext) -> Result<Action> {
-    let key = ObjectRef::from_obj_with(parent.as_ref(), kc.kind.resource.clone());
-    let span = info_span!("reconcile", kind = %kc.kind.resource.kind, object = %format!("{}/{}", parent.namespace().unwrap_or_default(), parent.name_any()));
+/// One reconcile of the parent `key` names, as the kind's work queue hands it out.
+pub async fn reconcile(key: &ParentRef, kc: &KindContext) -> Result<Again> {
+    let span = info_span!("reconcile", kind = %kc.kind.resource.kind, object = %format!("{}/{}", key.namespace.as_deref().unwrap_or_default(), key.name));
     async move {
         let started = Instant::now();
-        let result = reconcile_inner(&key, kc).await;
+        let result = reconcile_inner(key, kc).await;
         kc.ctx.metrics.reconciled(started.elapsed());
         if result.is_ok() {
             let mut failures = kc.ctx.failures.lock();
-            if failures.remove(&key).is_some() {
+            if failures.remove(key).is_some() {
                 kc.ctx.metrics.parents_failing(failures.len());
             }
         }
@@ -73,21 +53,21 @@ async fn in_turn(parent: Arc<Object>, kc: &KindContext) -> Result<Action> {
     .await
 }
 
-async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
+async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Again> {
     let (ctx, kind) = (&kc.ctx, &kc.kind);
     // A standby keeps its caches warm and its reconciles queued; only the leader acts.
     if !until(ctx, ctx.leadership.acting()).await {
-        return Ok(Action::await_change());
+        return Ok(Again::OnChange);
     }
     // Another shard's parent: its replicas act on it.
     if !until(ctx, ctx.shard.synced()).await || !ctx.shard.serves(key.namespace.as_deref()) {
-        return Ok(Action::await_change());
+        return Ok(Again::OnChange);
     }
-    let Some(parent) = kind.parents.get(key) else { return Ok(Action::await_change()) };
+    let Some(parent) = kind.parents.get(key) else { return Ok(Again::OnChange) };
     // A parent that names a ReconcilePolicy waits for the first list of them, so a
     // restart does not flag its policy as missing.
     if Registry::named_by(&parent).is_some() && !until(ctx, ctx.policy_cache.synced()).await {
-        return Ok(Action::await_change());
+        return Ok(Again::OnChange);
     }
     let selection = ctx.registry.select(&parent, &kind.gvk);
     // Children in waves or marked, the parent deleted: the host deletes them, highest wave first,
@@ -98,30 +78,30 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
         && parent.finalizers().iter().any(|f| f == waves::TEARDOWN_FINALIZER);
     // A kind of the teardown ledger that no policy serves: the rest is not ours to judge.
     if kind.teardown_only && !tearing_down {
-        return Ok(Action::await_change());
+        return Ok(Again::OnChange);
     }
     if tearing_down {
         let policy_first = matches!(&selection, Selection::Ready(a)
             if a.resolved.finalizer.as_ref().is_some_and(|f| parent.finalizers().contains(f)));
         if matches!(selection, Selection::Loading) {
             // A policy loading (the operator just started) may have a finalizer to go first.
-            return Ok(Action::requeue(LOADING_RETRY));
+            return Ok(Again::After(LOADING_RETRY));
         }
         if !policy_first {
             if !until(ctx, kind.caches_for(&kind.teardown.children, &[]).synced()).await {
-                return Ok(Action::await_change());
+                return Ok(Again::OnChange);
             }
-            let Some(parent) = kind.parents.get(key) else { return Ok(Action::await_change()) };
+            let Some(parent) = kind.parents.get(key) else { return Ok(Again::OnChange) };
             let (resolved, caches) = (&kind.teardown, kind.as_ref());
             let observed =
                 observe::gather(parent, &kind.resource, resolved, caches, &ctx.expectations, None, Marks::Any);
             execute::teardown(ctx, &observed, waves::TEARDOWN_MANAGER).await?;
-            return Ok(Action::await_change());
+            return Ok(Again::OnChange);
         }
     }
     let admitted = match selection {
         Selection::Ready(a) => a,
-        Selection::Loading => return Ok(Action::requeue(LOADING_RETRY)),
+        Selection::Loading => return Ok(Again::After(LOADING_RETRY)),
         Selection::Unavailable(why) => {
             // Looked at: its retries are re-decisions, behind new work.
             kind.decided.record(&parent);
@@ -142,15 +122,15 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
         .chain(resolved.lookups.iter().map(|(r, _)| r.clone()))
         .collect();
     if !until(ctx, kind.caches_for(&resolved.children, &related).synced()).await {
-        return Ok(Action::await_change());
+        return Ok(Again::OnChange);
     }
     // The parent as it is now: the wait may have outlived the one this reconcile was for.
-    let Some(parent) = kind.parents.get(key) else { return Ok(Action::await_change()) };
+    let Some(parent) = kind.parents.get(key) else { return Ok(Again::OnChange) };
     // Nor from a parent older than this operator's own last status write: a policy
     // keeps its state there, and would redo a step from the state before it.
     if ctx.written.is_behind(key, parent.metadata.resource_version.as_deref().unwrap_or_default()) {
         tracing::debug!("the cache has not seen the last status write yet; deciding again shortly");
-        return Ok(Action::requeue(BEHIND_RETRY));
+        return Ok(Again::After(BEHIND_RETRY));
     }
 
     let deleting = parent.metadata.deletion_timestamp.is_some();
@@ -158,7 +138,7 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
     if deleting && !finalizing {
         // The garbage collector removes the children through their owner references.
         ctx.expectations.forget(key);
-        return Ok(Action::await_change());
+        return Ok(Again::OnChange);
     }
     // The policy had its say for as long as the administrator allows (it trapped, timed
     // out, or never said it was done): deletion must not depend on it.
@@ -179,7 +159,7 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
             execute::remove_finalizer(&api, &now, finalizer).await?;
         }
         ctx.expectations.forget(key);
-        return Ok(Action::await_change());
+        return Ok(Again::OnChange);
     }
 
     // Decided at this generation from now on, whatever the policy says: a failing one's
@@ -195,7 +175,7 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Action> {
         memory,
         Marks::Granted,
     );
-    act(ctx, &admitted, observed).await.map(Action::requeue)
+    act(ctx, &admitted, observed).await.map(Again::After)
 }
 
 /// Decides for `observed` with `admitted`, checks the decision and performs it.
@@ -314,9 +294,9 @@ async fn report_failure(
 }
 
 /// Per-object exponential backoff; other parents are unaffected.
-pub fn error_policy(parent: Arc<Object>, error: &Error, kc: Arc<KindContext>) -> Action {
+pub fn error_policy(parent: &Object, error: &Error, kc: &KindContext) -> Again {
     kc.ctx.metrics.reconcile_failed(error.metric_label());
-    let key = ObjectRef::from_obj_with(parent.as_ref(), kc.kind.resource.clone());
+    let key = ObjectRef::from_obj_with(parent, kc.kind.resource.clone());
     let attempts = {
         let mut failures = kc.ctx.failures.lock();
         let n = *failures.entry(key).and_modify(|n| *n = n.saturating_add(1)).or_insert(1);
@@ -326,29 +306,9 @@ pub fn error_policy(parent: Arc<Object>, error: &Error, kc: Arc<KindContext>) ->
     let mut delay = BACKOFF_BASE.saturating_mul(1u32 << attempts.saturating_sub(1).min(16)).min(BACKOFF_MAX);
     // A parent being deleted is looked at again when its finalizer's time is up, if
     // that comes first.
-    if let Some(left) = finalizer_wait_left(&parent, kc.ctx.finalizer_timeout) {
+    if let Some(left) = finalizer_wait_left(parent, kc.ctx.finalizer_timeout) {
         delay = delay.min(left.max(BACKOFF_BASE));
     }
     warn!(kind = %kc.kind.resource.kind, object = %format!("{}/{}", parent.namespace().unwrap_or_default(), parent.name_any()), attempts, retry_in = ?delay, "reconcile failed: {error}");
-    Action::requeue(delay)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn future_size<F, Fut>(_: F) -> usize
-    where
-        F: Fn(Arc<Object>, Arc<KindContext>) -> Fut,
-    {
-        std::mem::size_of::<Fut>()
-    }
-
-    /// Every parent due waits for its turn at once, as a future of this size: see
-    /// [`reconcile`].
-    #[test]
-    fn a_reconcile_waiting_for_its_turn_holds_no_more_than_its_arguments_and_the_wait() {
-        let size = future_size(reconcile);
-        assert!(size <= 1024, "a waiting reconcile holds {size} bytes");
-    }
+    Again::After(delay)
 }

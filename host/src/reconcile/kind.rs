@@ -7,12 +7,10 @@ use futures::channel::mpsc::UnboundedSender;
 use kube::api::ApiResource;
 use kube::core::GroupVersionKind;
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio_util::sync::CancellationToken;
 
-use super::burst::InFlight;
 use super::context::Context;
 use super::lookups::LookupIndex;
-use super::turns::{Decided, Turns};
+use super::urgency::{Decided, Urgency};
 use crate::kubernetes::access::Resolved;
 use crate::kubernetes::cache::{CacheHealth, Caches};
 use crate::kubernetes::object::Object;
@@ -22,39 +20,6 @@ use crate::kubernetes::watches::{Route, Scope, WatchGuard, Watched};
 pub struct KindContext {
     pub ctx: Arc<Context>,
     pub kind: Arc<KindState>,
-    /// Reconciles of this kind that may run at once (`--concurrency`), handed out in
-    /// the order they were asked for, new work first: see [`KindContext::new`].
-    pub turns: Turns,
-    /// Cancelled when this kind's controller stops: a reconcile still waiting for its
-    /// turn then gives it up, so that the stop does not wait for every queued parent.
-    pub stop: CancellationToken,
-    /// Reconciles of this kind started and not finished: the heap is given back when a
-    /// burst of them has drained.
-    pub in_flight: InFlight,
-}
-
-impl KindContext {
-    /// kube-runtime's controller runs every reconcile it is given at once (its own
-    /// limit is off); each then waits here for a turn, first come first served among
-    /// the new ones, then among the re-decisions ([`super::turns`]).
-    ///
-    /// With kube-runtime's limit, the reconciles due while every slot was taken waited
-    /// in a hash set and the next was taken from it in hash order: under load a parent
-    /// could wait behind any number of parents queued after it. Measured in `make
-    /// bench` (200 PodSets × 5 created at once, 8 slots): a PodSet's first decision
-    /// came at 3.4 s at the median and 7.4 s for the last, behind 374 re-decisions of
-    /// PodSets whose pods were changing; the last PodSets converged 1.2× later than the
-    /// ReplicaSet controller's, whose work queue is first in, first out. tokio's
-    /// semaphore is fair: a turn goes to the longest waiter.
-    pub fn new(ctx: Arc<Context>, kind: Arc<KindState>, stop: CancellationToken) -> Self {
-        // 0 is no limit, as it was for kube-runtime's.
-        let turns = match ctx.concurrency {
-            0 => tokio::sync::Semaphore::MAX_PERMITS,
-            n => usize::from(n),
-        };
-        let turns = Turns::new(turns);
-        KindContext { ctx, kind, turns, stop, in_flight: InFlight::default() }
-    }
 }
 
 /// A running parent kind: its parents' cache, its caches of children and related
@@ -103,6 +68,12 @@ impl KindState {
 
     pub fn requeue(&self, parent: &Object) {
         let _ = self.requeue.unbounded_send(ObjectRef::from_obj_with(parent, self.resource.clone()));
+    }
+
+    /// How urgent a reconcile of the parent `key` names is, as its cached copy says
+    /// (routine when it is gone: the reconcile only finds it gone).
+    pub fn urgency(&self, key: &ObjectRef<Object>) -> Urgency {
+        self.parents.get(key).map_or(Urgency::Routine, |p| self.decided.urgency(&p))
     }
 
     fn find(&self, scope: Scope, resource: &ApiResource) -> Option<&Arc<Watched>> {

@@ -11,7 +11,8 @@
 //! [`shadow`] policies decide beside the live one and are compared, never performed;
 //! [`record`] writes decisions as scenario files.
 //!
-//! [`controller`] runs one kube-runtime controller per parent kind served;
+//! [`controller`] runs a controller per parent kind served: kube-runtime's watches and
+//! caches, and a [`queue`] that hands out its parents, [`urgency`] first;
 //! [`expectations`] remember what was asked of the API server and not yet seen.
 
 pub mod burst;
@@ -30,6 +31,7 @@ pub mod lookups;
 pub mod observe;
 pub mod plan;
 pub mod progress;
+pub mod queue;
 pub mod readiness;
 pub mod record;
 pub mod restrict;
@@ -39,7 +41,7 @@ pub mod snapshot;
 pub mod status;
 pub mod syntax;
 pub mod translate;
-pub mod turns;
+pub mod urgency;
 pub mod waves;
 
 pub use context::{Context, ContextSettings};

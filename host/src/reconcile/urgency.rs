@@ -1,59 +1,28 @@
-//! Turns to reconcile, new work first: a parent that is new, whose spec changed or that
-//! is being deleted is decided before the re-decisions of parents whose spec the
+//! How urgent a reconcile of a parent is: a parent that is new, whose spec changed or
+//! that is being deleted is decided before the re-decisions of parents whose spec the
 //! operator has decided already (a resync, a restart's sweep, a policy swapped in, a
-//! child that changed), first come first served within each.
+//! child that changed). The kind's [work queue](super::queue) serves the urgent first.
 //!
 //! Without it a PodSet created while a restarted operator re-decided 5 000 converged
 //! ones waited for all of them (`make bench`, the curve's last row). controller-runtime
 //! does the same since v0.23 (its priority queue: an object's own events before
 //! resyncs).
-//!
-//! Two tokio semaphores, fair each: a routine reconcile first takes the routine gate
-//! (one holder at a time) and then a turn; a new one takes a turn at once. So a new
-//! parent waits behind the reconciles in their turns and at most one routine one,
-//! whatever the number of routine ones waiting; and as only a new parent jumps the
-//! queue, routine work still runs whenever no new work waits.
 
 use std::collections::HashMap;
 
 use kube::ResourceExt;
 use parking_lot::Mutex;
-use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::kubernetes::object::Object;
 
-/// Why a parent is reconciled, as far as its queue is concerned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Why a parent is reconciled, as far as its queue is concerned; the more urgent is the
+/// greater.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Urgency {
-    /// New to this operator, its spec changed since the last decision, or being deleted.
-    Changed,
     /// Decided before at this generation: a re-decision.
     Routine,
-}
-
-/// The turns of one parent kind (`--concurrency` of them at once).
-pub struct Turns {
-    turns: Semaphore,
-    routine: Semaphore,
-}
-
-impl Turns {
-    pub fn new(turns: usize) -> Self {
-        Turns { turns: Semaphore::new(turns), routine: Semaphore::new(1) }
-    }
-
-    /// Waits for a turn; held until the permit is dropped.
-    pub async fn take(&self, urgency: Urgency) -> SemaphorePermit<'_> {
-        // Neither semaphore is ever closed.
-        let never_closed = "the turns are never closed";
-        match urgency {
-            Urgency::Changed => self.turns.acquire().await.expect(never_closed),
-            Urgency::Routine => {
-                let _gate = self.routine.acquire().await.expect(never_closed);
-                self.turns.acquire().await.expect(never_closed)
-            }
-        }
-    }
+    /// New to this operator, its spec changed since the last decision, or being deleted.
+    Changed,
 }
 
 /// The generation each parent of a kind was last decided at, by a hash of its UID (16
@@ -101,9 +70,6 @@ fn uid_hash(parent: &Object) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-    use std::time::Duration;
-
     use kube::api::{ApiResource, DynamicObject};
     use serde_json::json;
 
@@ -142,51 +108,5 @@ mod tests {
         assert_eq!(decided.urgency(&parent("b", 4, Some(3))), Urgency::Routine);
         decided.forget(&a);
         assert_eq!(decided.urgency(&a), Urgency::Changed, "forgotten with the parent");
-    }
-
-    /// Takes a turn as `name`, records when it got it, holds it for `hold`.
-    async fn worker(turns: Arc<Turns>, order: Arc<Mutex<Vec<String>>>, name: String, urgency: Urgency, hold: Duration) {
-        let _turn = turns.take(urgency).await;
-        order.lock().push(name);
-        tokio::time::sleep(hold).await;
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_new_parent_overtakes_every_routine_one_waiting_but_one() {
-        let turns = Arc::new(Turns::new(2));
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let spawn = |name: &str, urgency| {
-            tokio::spawn(worker(turns.clone(), order.clone(), name.into(), urgency, Duration::from_millis(10)))
-        };
-        // A sweep of 100 re-decisions, queued first; then a new parent, then another.
-        let mut tasks: Vec<_> = (0..100).map(|i| spawn(&format!("r{i}"), Urgency::Routine)).collect();
-        tokio::task::yield_now().await;
-        tasks.push(spawn("new-1", Urgency::Changed));
-        tokio::task::yield_now().await;
-        tasks.push(spawn("new-2", Urgency::Changed));
-        for t in tasks {
-            t.await.expect("worker");
-        }
-        let order = order.lock().clone();
-        let at = |name: &str| order.iter().position(|n| n == name).expect("ran");
-        // Two in their turns and one at the gate were ahead of them: nothing more.
-        assert!(at("new-1") <= 3 && at("new-2") == at("new-1") + 1, "{order:?}");
-        // Routine work keeps its own order, and all of it ran.
-        let routine: Vec<&String> = order.iter().filter(|n| n.starts_with('r')).collect();
-        let expected: Vec<String> = (0..100).map(|i| format!("r{i}")).collect();
-        assert_eq!(routine, expected.iter().collect::<Vec<_>>());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn routine_work_runs_whenever_no_new_work_waits() {
-        let turns = Arc::new(Turns::new(1));
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let hold = Duration::from_millis(10);
-        let first = tokio::spawn(worker(turns.clone(), order.clone(), "new".into(), Urgency::Changed, hold));
-        tokio::task::yield_now().await;
-        let routine = tokio::spawn(worker(turns.clone(), order.clone(), "routine".into(), Urgency::Routine, hold));
-        first.await.expect("worker");
-        routine.await.expect("worker");
-        assert_eq!(*order.lock(), ["new", "routine"]);
     }
 }
