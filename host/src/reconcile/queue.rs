@@ -36,7 +36,8 @@ pub enum Again {
 #[derive(Default)]
 pub struct WorkQueue {
     state: Mutex<State>,
-    /// One consumer ([`WorkQueue::next`]): a permit per parent queued.
+    /// Wakes the one consumer ([`WorkQueue::next`]) when a parent is queued; it keeps a
+    /// permit if the consumer is not waiting, and the consumer looks before it waits.
     ready: Notify,
     /// Parents queued or being reconciled: the heap is given back when a burst of them
     /// has drained.
