@@ -15,12 +15,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use futures::channel::mpsc::{UnboundedReceiver, unbounded};
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource};
 use kube::core::GroupVersionKind;
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler, scheduler};
+use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler};
 use kube::runtime::{WatchStreamExt, watcher};
 use parking_lot::Mutex;
 use tokio::task::{JoinHandle, JoinSet};
@@ -34,6 +34,7 @@ use super::keys::{ChildKey, ParentRef};
 use super::kind::{KindContext, KindState};
 use super::lookups::LookupIndex;
 use super::queue::{Again, WorkQueue};
+use super::urgency::Urgency;
 use super::waves;
 use crate::contract::bindings::RelatedKind;
 use crate::contract::declarations::kind_name;
@@ -414,9 +415,6 @@ async fn run(
         // reconcile; what a decision depends on does.
         .predicate_filter(decision_inputs, Default::default());
     let queue = Arc::new(WorkQueue::default());
-    // When a reconcile asked to look again: kube-runtime's scheduler (the earlier of
-    // two requests for one parent wins).
-    let (later_tx, later_rx) = unbounded();
     let own_changes = parents.for_each({
         let (queue, kind) = (queue.clone(), kind.clone());
         move |parent| {
@@ -427,7 +425,7 @@ async fn run(
             futures::future::ready(())
         }
     });
-    let asked = futures::stream::select(triggers.stream(ctx.debounce), scheduler(later_rx)).for_each({
+    let asked = triggers.stream(ctx.debounce).for_each({
         let (queue, kind) = (queue.clone(), kind.clone());
         move |key| {
             let urgency = kind.urgency(&key);
@@ -442,7 +440,7 @@ async fn run(
         tokio::time::sleep(SHUTDOWN_GRACE).await;
     };
     tokio::select! {
-        () = dispatch(kc, queue, later_tx, stop.clone()) => {},
+        () = dispatch(kc, queue, stop.clone()) => {},
         () = own_changes => {},
         () = asked => {},
         () = deadline => {},
@@ -451,12 +449,7 @@ async fn run(
 
 /// Hands the queue's parents to reconciles, `--concurrency` at once (0: no limit), once
 /// the parents are listed, until `stop`; then waits for the reconciles in flight.
-async fn dispatch(
-    kc: Arc<KindContext>,
-    queue: Arc<WorkQueue>,
-    later: UnboundedSender<ScheduleRequest<ParentRef>>,
-    stop: CancellationToken,
-) {
+async fn dispatch(kc: Arc<KindContext>, queue: Arc<WorkQueue>, stop: CancellationToken) {
     tokio::select! {
         listed = kc.kind.parents.wait_until_ready() => if listed.is_err() { return },
         () = stop.cancelled() => return,
@@ -476,7 +469,7 @@ async fn dispatch(
                 }
             }
             key = queue.next(), if running.len() < limit => {
-                running.spawn(reconcile_one(kc.clone(), queue.clone(), later.clone(), key));
+                running.spawn(reconcile_one(kc.clone(), queue.clone(), key));
             }
         }
     }
@@ -485,36 +478,31 @@ async fn dispatch(
 
 /// One reconcile of `key`; then the queue may hand it out again, and it is asked for
 /// again when the reconcile (or, failed, the error policy) said.
-async fn reconcile_one(
-    kc: Arc<KindContext>,
-    queue: Arc<WorkQueue>,
-    later: UnboundedSender<ScheduleRequest<ParentRef>>,
-    key: ParentRef,
-) {
+async fn reconcile_one(kc: Arc<KindContext>, queue: Arc<WorkQueue>, key: ParentRef) {
     // Done even if the reconcile panics: its parent must not stay taken.
-    let taken = Taken { queue: &queue, key: &key };
-    let again = match reconcile(&key, &kc).await {
+    let mut taken = Taken { queue: &queue, key: &key, again: Again::OnChange, urgency: Urgency::Routine };
+    taken.again = match reconcile(&key, &kc).await {
         Ok(again) => again,
         Err(e) => match kc.kind.parents.get(&key) {
             Some(parent) => error_policy(&parent, &e, &kc),
             None => Again::OnChange,
         },
     };
-    drop(taken);
-    if let Again::After(delay) = again {
-        let _ = later.unbounded_send(ScheduleRequest { message: key, run_at: tokio::time::Instant::now() + delay });
-    }
+    // A spec the reconcile did not get to decide stays new work when looked at again.
+    taken.urgency = kc.kind.urgency(&key);
 }
 
 /// A parent handed out by the queue, given back when dropped.
 struct Taken<'a> {
     queue: &'a WorkQueue,
     key: &'a ParentRef,
+    again: Again,
+    urgency: Urgency,
 }
 
 impl Drop for Taken<'_> {
     fn drop(&mut self) {
-        self.queue.done(self.key);
+        self.queue.done(self.key, self.again, self.urgency);
     }
 }
 
