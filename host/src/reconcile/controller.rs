@@ -414,7 +414,7 @@ async fn run(
         // Status writes (ours included) and metadata-only changes do not trigger a
         // reconcile; what a decision depends on does.
         .predicate_filter(decision_inputs, Default::default());
-    let queue = Arc::new(WorkQueue::default());
+    let queue = Arc::new(WorkQueue::new(ctx.metrics.queue(kind.health.name())));
     let own_changes = parents.for_each({
         let (queue, kind) = (queue.clone(), kind.clone());
         move |parent| {

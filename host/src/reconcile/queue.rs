@@ -25,7 +25,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::task::AtomicWaker;
 use parking_lot::Mutex;
@@ -34,6 +34,7 @@ use tokio_util::time::{DelayQueue, delay_queue};
 use super::burst::InFlight;
 use super::keys::ParentRef;
 use super::urgency::Urgency;
+use crate::metrics::QueueMetrics;
 
 /// When a reconcile wants its parent reconciled again, besides on a change to the parent
 /// or to what it watches.
@@ -55,11 +56,19 @@ pub struct WorkQueue {
     pub in_flight: InFlight,
 }
 
+impl WorkQueue {
+    /// A queue reporting its depth and its parents' waits in `metrics`.
+    pub fn new(metrics: QueueMetrics) -> Self {
+        WorkQueue { state: Mutex::new(State { metrics, ..State::default() }), ..WorkQueue::default() }
+    }
+}
+
 #[derive(Default)]
 struct State {
-    /// Each queued parent's urgency and ticket: an entry of a line whose ticket is no
-    /// longer the parent's was overtaken (moved to the urgent line) and is skipped.
-    queued: HashMap<ParentRef, (Urgency, u64)>,
+    /// Each queued parent's urgency, ticket and when it was queued: an entry of a line
+    /// whose ticket is no longer the parent's was overtaken (moved to the urgent line)
+    /// and is skipped.
+    queued: HashMap<ParentRef, Queued>,
     urgent: VecDeque<(ParentRef, u64)>,
     routine: VecDeque<(ParentRef, u64)>,
     /// Being reconciled; `Some` when asked for again meanwhile, with the urgency of
@@ -69,6 +78,14 @@ struct State {
     /// The reconciles' wishes to look again later, with the urgency the parent had.
     later: DelayQueue<(ParentRef, Urgency)>,
     timers: HashMap<ParentRef, delay_queue::Key>,
+    metrics: QueueMetrics,
+}
+
+#[derive(Clone, Copy)]
+struct Queued {
+    urgency: Urgency,
+    ticket: u64,
+    since: Instant,
 }
 
 impl WorkQueue {
@@ -103,7 +120,7 @@ impl WorkQueue {
     pub fn done(&self, parent: &ParentRef, again: Again, urgency: Urgency) {
         let mut s = self.state.lock();
         match s.running.remove(parent) {
-            Some(Some(asked)) => s.line_up(parent.clone(), asked),
+            Some(Some(asked)) => s.line_up(parent.clone(), asked, Instant::now()),
             Some(None) => {
                 match again {
                     Again::After(delay) => s.set_timer(parent, delay, urgency),
@@ -135,13 +152,14 @@ impl State {
             *again = Some(again.map_or(urgency, |u| u.max(urgency)));
             return false;
         }
-        let queued = self.queued.get(&parent).map(|(u, _)| *u);
+        let queued = self.queued.get(&parent).copied();
         match queued {
-            Some(u) if u >= urgency => return false,
+            Some(q) if q.urgency >= urgency => return false,
             Some(_) => {}
             None => in_flight.enter(),
         }
-        self.line_up(parent, urgency);
+        // Overtaking, it keeps the time it has waited since it was queued.
+        self.line_up(parent, urgency, queued.map_or_else(Instant::now, |q| q.since));
         queued.is_none()
     }
 
@@ -164,21 +182,32 @@ impl State {
     }
 
     /// Queued now: its reconcile will say when to look again.
-    fn line_up(&mut self, parent: ParentRef, urgency: Urgency) {
+    fn line_up(&mut self, parent: ParentRef, urgency: Urgency, since: Instant) {
         self.drop_timer(&parent);
         self.tickets += 1;
         let ticket = self.tickets;
-        self.queued.insert(parent.clone(), (urgency, ticket));
+        self.queued.insert(parent.clone(), Queued { urgency, ticket, since });
+        self.metrics.depth.set(self.depth());
         match urgency {
             Urgency::Changed => self.urgent.push_back((parent, ticket)),
             Urgency::Routine => self.routine.push_back((parent, ticket)),
         }
     }
 
+    fn depth(&self) -> i64 {
+        i64::try_from(self.queued.len()).unwrap_or(i64::MAX)
+    }
+
     fn pop(&mut self) -> Option<ParentRef> {
         while let Some((parent, ticket)) = self.urgent.pop_front().or_else(|| self.routine.pop_front()) {
-            if self.queued.get(&parent).is_some_and(|(_, t)| *t == ticket) {
+            if let Some(q) = self.queued.get(&parent).copied().filter(|q| q.ticket == ticket) {
                 self.queued.remove(&parent);
+                self.metrics.depth.set(self.depth());
+                let waited = match q.urgency {
+                    Urgency::Changed => &self.metrics.waited_changed,
+                    Urgency::Routine => &self.metrics.waited_routine,
+                };
+                waited.observe(q.since.elapsed().as_secs_f64());
                 return Some(parent);
             }
         }
@@ -341,5 +370,26 @@ mod tests {
         q.done(&b, resync, Urgency::Routine);
         assert_eq!(after(0, &q).await, ["b"]);
         assert_eq!(after(31_000, &q).await, Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_queue_reports_its_depth_and_each_parents_wait_by_urgency() {
+        let metrics = crate::metrics::Metrics::default();
+        let q = WorkQueue::new(metrics.queue("podsets.podset.dev"));
+        for name in ["r1", "r2"] {
+            q.add(key(name), Urgency::Routine);
+        }
+        q.add(key("r2"), Urgency::Changed);
+        q.add(key("new"), Urgency::Changed);
+        let series = metrics.encode();
+        assert!(series.contains("podset_queue_depth{kind=\"podsets.podset.dev\"} 3\n"), "{series}");
+        assert_eq!(drain(&q), ["r2", "new", "r1"]);
+        let series = metrics.encode();
+        assert!(series.contains("podset_queue_depth{kind=\"podsets.podset.dev\"} 0\n"), "{series}");
+        let count = |urgency: &str| {
+            format!("podset_queue_wait_seconds_count{{kind=\"podsets.podset.dev\",urgency=\"{urgency}\"}}")
+        };
+        assert!(series.contains(&format!("{} 2\n", count("changed"))), "r2 overtook, and new: {series}");
+        assert!(series.contains(&format!("{} 1\n", count("routine"))), "{series}");
     }
 }
