@@ -483,10 +483,7 @@ async fn reconcile_one(kc: Arc<KindContext>, queue: Arc<WorkQueue>, key: ParentR
     let mut taken = Taken { queue: &queue, key: &key, again: Again::OnChange, urgency: Urgency::Routine };
     taken.again = match reconcile(&key, &kc).await {
         Ok(again) => again,
-        Err(e) => match kc.kind.parents.get(&key) {
-            Some(parent) => error_policy(&parent, &e, &kc),
-            None => Again::OnChange,
-        },
+        Err(e) => error_policy(&key, kc.kind.parents.get(&key).as_deref(), &e, &kc),
     };
     // A spec the reconcile did not get to decide stays new work when looked at again.
     taken.urgency = kc.kind.urgency(&key);

@@ -293,13 +293,23 @@ async fn report_failure(
     }
 }
 
-/// Per-object exponential backoff; other parents are unaffected.
-pub fn error_policy(parent: &Object, error: &Error, kc: &KindContext) -> Again {
+/// Per-object exponential backoff; other parents are unaffected. A parent gone from the
+/// cache by the time its reconcile failed (the removal of its last finalizer applied,
+/// and its answer lost) is reported and not retried: nothing is left to act on.
+pub fn error_policy(key: &ParentRef, parent: Option<&Object>, error: &Error, kc: &KindContext) -> Again {
     kc.ctx.metrics.reconcile_failed(error.metric_label());
-    let key = ObjectRef::from_obj_with(parent, kc.kind.resource.clone());
+    let object = format!("{}/{}", key.namespace.as_deref().unwrap_or_default(), key.name);
+    let Some(parent) = parent else {
+        let mut failures = kc.ctx.failures.lock();
+        if failures.remove(key).is_some() {
+            kc.ctx.metrics.parents_failing(failures.len());
+        }
+        warn!(kind = %kc.kind.resource.kind, object = %object, "reconcile failed, and the object is gone since: {error}");
+        return Again::OnChange;
+    };
     let attempts = {
         let mut failures = kc.ctx.failures.lock();
-        let n = *failures.entry(key).and_modify(|n| *n = n.saturating_add(1)).or_insert(1);
+        let n = *failures.entry(key.clone()).and_modify(|n| *n = n.saturating_add(1)).or_insert(1);
         kc.ctx.metrics.parents_failing(failures.len());
         n
     };
@@ -309,6 +319,6 @@ pub fn error_policy(parent: &Object, error: &Error, kc: &KindContext) -> Again {
     if let Some(left) = finalizer_wait_left(parent, kc.ctx.finalizer_timeout) {
         delay = delay.min(left.max(BACKOFF_BASE));
     }
-    warn!(kind = %kc.kind.resource.kind, object = %format!("{}/{}", parent.namespace().unwrap_or_default(), parent.name_any()), attempts, retry_in = ?delay, "reconcile failed: {error}");
+    warn!(kind = %kc.kind.resource.kind, object = %object, attempts, retry_in = ?delay, "reconcile failed: {error}");
     Again::After(delay)
 }
