@@ -42,10 +42,7 @@ pub async fn reconcile(key: &ParentRef, kc: &KindContext) -> Result<Again> {
         let result = reconcile_inner(key, kc).await;
         kc.ctx.metrics.reconciled(started.elapsed());
         if result.is_ok() {
-            let mut failures = kc.ctx.failures.lock();
-            if failures.remove(key).is_some() {
-                kc.ctx.metrics.parents_failing(failures.len());
-            }
+            forget_failures(kc, key);
         }
         result
     }
@@ -293,6 +290,14 @@ async fn report_failure(
     }
 }
 
+/// `key` is not failing any more (it succeeded, or it is gone): its backoff starts afresh.
+fn forget_failures(kc: &KindContext, key: &ParentRef) {
+    let mut failures = kc.ctx.failures.lock();
+    if failures.remove(key).is_some() {
+        kc.ctx.metrics.parents_failing(failures.len());
+    }
+}
+
 /// Per-object exponential backoff; other parents are unaffected. A parent gone from the
 /// cache by the time its reconcile failed (the removal of its last finalizer applied,
 /// and its answer lost) is reported and not retried: nothing is left to act on.
@@ -300,10 +305,7 @@ pub fn error_policy(key: &ParentRef, parent: Option<&Object>, error: &Error, kc:
     kc.ctx.metrics.reconcile_failed(error.metric_label());
     let object = format!("{}/{}", key.namespace.as_deref().unwrap_or_default(), key.name);
     let Some(parent) = parent else {
-        let mut failures = kc.ctx.failures.lock();
-        if failures.remove(key).is_some() {
-            kc.ctx.metrics.parents_failing(failures.len());
-        }
+        forget_failures(kc, key);
         warn!(kind = %kc.kind.resource.kind, object = %object, "reconcile failed, and the object is gone since: {error}");
         return Again::OnChange;
     };
