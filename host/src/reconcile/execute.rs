@@ -47,10 +47,20 @@ pub async fn execute(
     requeue: Duration,
 ) -> Result<Duration> {
     let parent = &observed.parent;
+    let parent_api: Api<Object> = api_for(&ctx.client, &observed.parent_resource, parent.namespace().as_deref());
+    // A re-decision is not prompted by the parent's own event, and the parents' watch can
+    // be behind the children's: an operator resumed after a pause (SIGSTOP) got the
+    // garbage collector's deletions of a deleted PodSet's pods before the PodSet's own
+    // deletion, and created a pod for it (`time_travel`, `make test`, 2026-11-29). So it
+    // writes nothing unless the API server holds the parent as the cache does: one read,
+    // only when a re-decision writes (a replacement, a phase's step), never at steady state.
+    if observed.redecision && checked.writes_others() && !held_as_cached(&parent_api, parent).await? {
+        tracing::debug!("the API server holds another version of the parent, or none: nothing written");
+        return Ok(AFTER_CONFLICT);
+    }
     // Named by the host, alike on every replica: a create delivered late meets its twin.
     let taken = observed.children.iter().map(|c| c.key()).chain(observed.in_flight.creations.iter().cloned());
     slots::name_by_slot(&mut checked.creates, parent.uid().as_deref().unwrap_or_default(), taken);
-    let parent_api: Api<Object> = api_for(&ctx.client, &observed.parent_resource, parent.namespace().as_deref());
     let manager = admitted.field_manager();
     // Children as the service account the policy acts as, if any; the parent as the operator.
     let act = Act { ctx, observed, manager: &manager, client: admitted.writer(&ctx.client) };
@@ -179,6 +189,13 @@ async fn remember(ctx: &Context, admitted: &Admitted) {
 }
 
 /// Writes `patch`, if any; returns the parent as the server then holds it.
+/// Whether the API server holds `parent` as the cache does: the same object (UID) at the
+/// same resourceVersion.
+async fn held_as_cached(api: &Api<Object>, parent: &Object) -> Result<bool> {
+    let held = api.get_opt(&parent.name_any()).await?;
+    Ok(held.is_some_and(|h| h.uid() == parent.uid() && h.resource_version() == parent.resource_version()))
+}
+
 async fn patch_metadata(api: &Api<Object>, parent: &Object, patch: Option<MetadataPatch>) -> Result<Option<Object>> {
     let Some(MetadataPatch { patch, .. }) = patch else { return Ok(None) };
     let merge = Patch::Merge(json!({ "metadata": patch }));

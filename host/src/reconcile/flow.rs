@@ -17,6 +17,7 @@ use super::keys::ParentRef;
 use super::kind::KindContext;
 use super::observe::{self, Marks, Observed};
 use super::queue::Again;
+use super::urgency::Urgency;
 use super::{check, execute, status, waves};
 use crate::conditions::{POLICY_FAILED, RECONCILE_FAILED};
 use crate::kubernetes::events::{Origin, event};
@@ -159,11 +160,12 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Again> {
         return Ok(Again::OnChange);
     }
 
+    let redecision = kind.decided.urgency(&parent) == Urgency::Routine;
     // Decided at this generation from now on, whatever the policy says: a failing one's
     // retries wait behind new work.
     kind.decided.record(&parent);
     let memory = Some(kind.lookups.clone());
-    let observed = observe::gather(
+    let mut observed = observe::gather(
         parent.clone(),
         &kind.resource,
         resolved,
@@ -172,6 +174,7 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Again> {
         memory,
         Marks::Granted,
     );
+    observed.redecision = redecision;
     act(ctx, &admitted, observed).await.map(Again::After)
 }
 

@@ -38,6 +38,11 @@ pub struct Observed {
     pub now: i64,
     /// The Pod Security level the deciding policy's pods are held to (its reach).
     pub pod_security: crate::crd::PodSecurity,
+    /// Decided before at its generation: a re-decision (a resync, a child's change), not
+    /// the parent's own event. The parents' cache may then lag behind the children's, and
+    /// the host confirms the parent with the API server before it writes a child
+    /// ([`super::execute`]).
+    pub redecision: bool,
 }
 
 impl Observed {
@@ -161,6 +166,7 @@ pub fn gather(
         in_flight,
         now: now_millis(),
         pod_security: resolved.reach.pod_security,
+        redecision: false,
     }
 }
 
@@ -238,6 +244,7 @@ pub mod fixtures {
             in_flight: InFlight::default(),
             now: 1_700_000_000_000,
             pod_security: Default::default(),
+            redecision: false,
         }
     }
 

@@ -77,3 +77,10 @@ pub struct Checked {
     /// What a held wave waits for ([`super::waves`]), for the parent's condition.
     pub waiting: Option<String>,
 }
+
+impl Checked {
+    /// Whether it writes an object other than the parent: a child, or a looked-up object.
+    pub fn writes_others(&self) -> bool {
+        !(self.creates.is_empty() && self.applies.is_empty() && self.patches.is_empty() && self.deletes.is_empty())
+    }
+}

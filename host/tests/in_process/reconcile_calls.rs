@@ -7,6 +7,7 @@
 use podset_test_support as common;
 use podset_test_support::objects::{self, pods, podsets};
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,10 +41,13 @@ impl Seen {
     }
 }
 
+/// Objects the stand-in serves to a GET, by path; any other GET finds nothing (404).
+type Held = Arc<Mutex<HashMap<String, Value>>>;
+
 /// An API server stand-in that answers every write the way the real one would, well
 /// enough for the client: the object back, named by its path or, for generated
 /// names, by a counter.
-fn api_server(seen: Arc<Mutex<Vec<Seen>>>) -> Client {
+fn api_server(seen: Arc<Mutex<Vec<Seen>>>, held: Held) -> Client {
     let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     tokio::spawn(async move {
         let mut n = 0;
@@ -54,6 +58,20 @@ fn api_server(seen: Arc<Mutex<Vec<Seen>>>) -> Client {
             let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
             let mut body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             seen.lock().expect("log").push(Seen { method: method.clone(), path: path.clone(), body: body.clone() });
+            if method == "GET" {
+                let found = held.lock().expect("held").get(&path).cloned();
+                let (status, body) = found.map_or_else(
+                    || {
+                        let gone = json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "reason": "NotFound", "code": 404, "message": format!("{path} not found") });
+                        (StatusCode::NOT_FOUND, gone)
+                    },
+                    |object| (StatusCode::OK, object),
+                );
+                let response = Response::builder().status(status).body(Body::from(body.to_string().into_bytes()));
+                respond.send_response(response.expect("response"));
+                continue;
+            }
             if let Some(prefix) = body["metadata"]["generateName"].as_str() {
                 body["metadata"]["name"] = json!(format!("{prefix}{n:05}"));
             } else if method == "PATCH" {
@@ -96,6 +114,7 @@ struct Rig {
     ctx: Arc<Context>,
     admitted: Admitted,
     seen: Arc<Mutex<Vec<Seen>>>,
+    held: Held,
 }
 
 impl Rig {
@@ -107,7 +126,8 @@ impl Rig {
     /// PodSet one's: a test of another kind replaces it).
     fn serving(module: &str) -> Rig {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let client = api_server(seen.clone());
+        let held = Held::default();
+        let client = api_server(seen.clone(), held.clone());
         let engine = Arc::new(PolicyEngine::new(Limits::default()).expect("engine"));
         let policy = engine.load(&common::read_policy(module)).expect("policy");
         let settings = ContextSettings {
@@ -134,7 +154,7 @@ impl Rig {
             reach: Default::default(),
             namespace_labels: None,
         };
-        Rig { ctx, admitted: Admitted::new(policy, resolved), seen }
+        Rig { ctx, admitted: Admitted::new(policy, resolved), seen, held }
     }
 
     fn digest(&self) -> String {
@@ -142,6 +162,12 @@ impl Rig {
     }
 
     async fn act(&self, parent: DynamicObject, children: Vec<DynamicObject>) -> Vec<Seen> {
+        self.decide(parent, children, false).await
+    }
+
+    /// Decides and acts for `parent` with `children` observed; `redecision`: decided
+    /// before at its generation. The requests the API server saw, Events aside.
+    async fn decide(&self, parent: DynamicObject, children: Vec<DynamicObject>, redecision: bool) -> Vec<Seen> {
         self.seen.lock().expect("log").clear();
         let observed = Observed {
             parent: Arc::new(parent.into()),
@@ -156,6 +182,7 @@ impl Rig {
             in_flight: InFlight::default(),
             now: 1_700_000_000_000,
             pod_security: Default::default(),
+            redecision,
         };
         act(&self.ctx, &self.admitted, observed).await.expect("reconcile");
         self.seen.lock().expect("log").iter().filter(|s| s.path != EVENTS).cloned().collect()
@@ -255,6 +282,39 @@ async fn scaling_down_deletes_with_uid_preconditions() {
         assert_eq!(d.body["preconditions"]["uid"], json!(format!("uid-{name}")), "{d:?}");
     }
     assert!(seen.last().is_some_and(|s| s.path.ends_with("/status")), "the status goes last");
+}
+
+#[tokio::test]
+async fn a_redecision_writes_no_child_for_a_parent_the_api_server_holds_no_more() {
+    let rig = Rig::new();
+    // The PodSet was deleted (its pods being collected) and its watch event not yet seen:
+    // a re-decision from the cache sees two of its three pods gone.
+    let cached = podset(3, json!({}), Some(&rig.digest()));
+    let seen = rig.decide(cached.clone(), vec![pod("web-a")], true).await;
+    let lines: Vec<String> = seen.iter().map(Seen::line).collect();
+    assert_eq!(lines, [format!("GET {PODSET}")], "read, nothing written");
+
+    // Recreated under its name: another object (UID) at another version.
+    let mut recreated = serde_json::to_value(&cached).expect("json");
+    recreated["metadata"]["uid"] = json!("uid-web-2");
+    recreated["metadata"]["resourceVersion"] = json!("9");
+    rig.held.lock().expect("held").insert(PODSET.into(), recreated);
+    let seen = rig.decide(cached.clone(), vec![pod("web-a")], true).await;
+    assert_eq!(seen.iter().map(Seen::line).collect::<Vec<_>>(), [format!("GET {PODSET}")]);
+
+    // Held as cached: the pods are replaced, after the one read.
+    rig.held.lock().expect("held").insert(PODSET.into(), serde_json::to_value(&cached).expect("json"));
+    let seen = rig.decide(cached.clone(), vec![pod("web-a")], true).await;
+    let lines: Vec<String> = seen.iter().map(Seen::line).collect();
+    assert_eq!(lines, [format!("GET {PODSET}"), format!("POST {PODS}"), format!("POST {PODS}")]);
+
+    // A re-decision that writes no child reads nothing, and a first decision never reads.
+    rig.held.lock().expect("held").clear();
+    let seen = rig.decide(cached.clone(), vec![pod("web-a"), pod("web-b"), pod("web-c")], true).await;
+    assert!(seen.iter().all(|s| s.method != "GET"), "{:?}", seen.iter().map(Seen::line).collect::<Vec<_>>());
+    let seen = rig.decide(cached, vec![pod("web-a")], false).await;
+    let lines: Vec<String> = seen.iter().map(Seen::line).collect();
+    assert_eq!(lines, [format!("POST {PODS}"), format!("POST {PODS}")]);
 }
 
 /// The Reloader policy (contract 0.4 lookups) against caches holding a Deployment
