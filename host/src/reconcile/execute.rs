@@ -188,7 +188,6 @@ async fn remember(ctx: &Context, admitted: &Admitted) {
     }
 }
 
-/// Writes `patch`, if any; returns the parent as the server then holds it.
 /// Whether the API server holds `parent` as the cache does: the same object (UID) at the
 /// same resourceVersion.
 async fn held_as_cached(api: &Api<Object>, parent: &Object) -> Result<bool> {
@@ -196,6 +195,7 @@ async fn held_as_cached(api: &Api<Object>, parent: &Object) -> Result<bool> {
     Ok(held.is_some_and(|h| h.uid() == parent.uid() && h.resource_version() == parent.resource_version()))
 }
 
+/// Writes `patch`, if any; returns the parent as the server then holds it.
 async fn patch_metadata(api: &Api<Object>, parent: &Object, patch: Option<MetadataPatch>) -> Result<Option<Object>> {
     let Some(MetadataPatch { patch, .. }) = patch else { return Ok(None) };
     let merge = Patch::Merge(json!({ "metadata": patch }));
