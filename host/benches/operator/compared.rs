@@ -57,7 +57,7 @@ const VERSUS_REPLICASETS: &[Row] = &[
 pub fn versus_replicasets(s: &Sizes, peer: &[Round], ours: &[Round], default_rate: &Round) -> Table {
     let mut t = Table::new(&format!(
         "PodSet vs the ReplicaSet controller: {} objects × {} replicas, {} alternating rounds (medians)",
-        s.objects, s.replicas, s.rounds
+        s.objects, s.replicas, s.peer_rounds
     ));
     t.rows(VERSUS_REPLICASETS, peer, ours, s);
     // The peer at its default client rate ran once.
@@ -90,7 +90,7 @@ const NATIVE_VS_WASM: &[Row] = &[
 pub fn native_vs_wasm(s: &Sizes, native: &[Round], ours: &[Round]) -> Table {
     let mut t = Table::new(&format!(
         "Same logic, native vs Wasm: guest-podset linked into the operator vs its .wasm, {} × {}, {} alternating rounds (medians)",
-        s.objects, s.replicas, s.rounds
+        s.objects, s.replicas, s.peer_rounds
     ));
     t.rows(NATIVE_VS_WASM, native, ours, s);
     t
@@ -121,7 +121,7 @@ const WITH_A_SHADOW: &[Row] = &[
 pub fn with_a_shadow(s: &Sizes, ours: &[Round], shadowed: &[Round]) -> Table {
     let mut t = Table::new(&format!(
         "Shadow: {} × {}, a shadow of the same module beside every decision vs none, {} alternating rounds (medians)",
-        s.objects, s.replicas, s.rounds
+        s.objects, s.replicas, s.peer_rounds
     ));
     t.rows(WITH_A_SHADOW, ours, shadowed, s);
     t

@@ -107,7 +107,7 @@ async fn alternating_rounds(client: &Client, s: &Sizes, c: &mut Contenders) -> R
     let mut rounds: HashMap<Who, Vec<Round>> = HashMap::new();
     let mut swap = None;
     let mut busy_rss = 0.0;
-    for r in 0..s.rounds {
+    for r in 0..s.peer_rounds {
         let mut order = [Who::ReplicaSet, Who::Wasm, Who::Native, Who::Shadowed];
         if r % 2 == 1 {
             order.reverse();
@@ -172,7 +172,7 @@ async fn alternating_rounds(client: &Client, s: &Sizes, c: &mut Contenders) -> R
             );
             if who == Who::Wasm {
                 busy_rss = f64::max(busy_rss, rss(op.pid()));
-                if r + 1 == s.rounds {
+                if r + 1 == s.peer_rounds {
                     swap = Some(hot_swap(client, &ns, file, good, canary, s.objects, s.replicas).await);
                 }
             }

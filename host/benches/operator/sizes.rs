@@ -12,7 +12,13 @@ pub struct Sizes {
     /// Netperfs beside the PodSets and Memcacheds when the three seeds run at once.
     pub netperfs: usize,
     pub replicas: i32,
+    /// Rounds of each group of alternating rounds but the first (the languages', the seeds').
     pub rounds: usize,
+    /// Rounds of the first group: the ReplicaSet controller, the operator, its native build
+    /// and the operator with a shadow. Five: the median of three moved between 0.89× and
+    /// 1.20× the ReplicaSet controller's time from run to run with the same operator
+    /// (2026-11-29), as much as the goal's margin.
+    pub peer_rounds: usize,
     pub scale_objects: usize,
     pub resync: Duration,
     /// The scale curve: objects at each point, of `CURVE_REPLICAS` pods
@@ -52,6 +58,7 @@ impl Sizes {
                 netperfs: 2,
                 replicas: 2,
                 rounds: 1,
+                peer_rounds: 1,
                 scale_objects: 20,
                 resync: Duration::from_secs(5),
                 curve: vec![10, 20],
@@ -64,6 +71,7 @@ impl Sizes {
                 netperfs: 20,
                 replicas: 5,
                 rounds: 3,
+                peer_rounds: 5,
                 scale_objects: 1000,
                 resync: Duration::from_secs(30),
                 curve: vec![100, 1000, 5000, 20000],
