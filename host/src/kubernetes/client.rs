@@ -111,6 +111,15 @@ pub fn answer_lost(e: &kube::Error) -> bool {
     }
 }
 
+/// Whether the API server refused a create because the namespace it was for is being
+/// deleted (the `NamespaceTerminating` cause, which the ReplicaSet controller tests too).
+pub fn namespace_terminating(e: &kube::Error) -> bool {
+    let kube::Error::Api(status) = e else {
+        return false;
+    };
+    status.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))
+}
+
 /// Whether `e`, or an error under it, is the HTTP client failing to connect.
 fn never_sent(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(e);

@@ -30,6 +30,11 @@ pub enum Error {
         source: kube::Error,
     },
 
+    /// A child's create refused because the parent's own namespace is being deleted:
+    /// the parent goes with it. Not a failure: `flow::act` ends the reconcile quietly.
+    #[error("namespace {0} is being deleted, and the parent with it")]
+    NamespaceTerminating(String),
+
     #[error("{0}")]
     Internal(String),
 }
@@ -75,6 +80,7 @@ impl Error {
             Error::Policy { source, .. } => source.reason(),
             Error::Rejected { rejection, .. } => rejection.metric_label(),
             Error::NoPolicy(_) => "NoPolicy",
+            Error::NamespaceTerminating(_) => "NamespaceTerminating",
             Error::Internal(_) => "internal",
         }
     }

@@ -20,6 +20,7 @@ use super::slots;
 use super::status::{self, Ended, Outcome};
 use super::waves::{self, Teardown};
 use crate::conditions::WAITING_FOR_WAVE;
+use crate::kubernetes::client::namespace_terminating;
 use crate::kubernetes::events::{Origin, event};
 use crate::kubernetes::ledger::{Entry, LedgerKind};
 use crate::kubernetes::object::Object;
@@ -337,6 +338,13 @@ impl Act<'_> {
             Err(kube::Error::Api(s)) if s.reason == "AlreadyExists" && self.already_ours(child, &asked).await => {
                 tracing::debug!(child = %asked, "already created by this parent; not seen yet");
                 Ok(asked)
+            }
+            // Its Event would be refused as well (an Event is a create in that namespace).
+            Err(e)
+                if namespace_terminating(&e)
+                    && self.observed.parent.namespace().as_deref() == Some(asked.namespace.as_str()) =>
+            {
+                Err(Error::NamespaceTerminating(asked.namespace))
             }
             Err(e) => {
                 let note = format!("Error creating {}: {}", kind.to_lowercase(), refusal(&e));

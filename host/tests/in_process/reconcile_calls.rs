@@ -16,6 +16,7 @@ use http_body_util::BodyExt;
 use kube::Client;
 use kube::api::DynamicObject;
 use kube::client::Body;
+use podset_host::conditions::RECONCILE_FAILED;
 use podset_host::kubernetes::access::Resolved;
 use podset_host::metrics::Metrics;
 use podset_host::reconcile::expectations::InFlight;
@@ -42,12 +43,13 @@ impl Seen {
 }
 
 /// Objects the stand-in serves to a GET, by path; any other GET finds nothing (404).
+/// Also the refusals (a `Status`) it answers a POST to a path with.
 type Held = Arc<Mutex<HashMap<String, Value>>>;
 
 /// An API server stand-in that answers every write the way the real one would, well
 /// enough for the client: the object back, named by its path or, for generated
 /// names, by a counter.
-fn api_server(seen: Arc<Mutex<Vec<Seen>>>, held: Held) -> Client {
+fn api_server(seen: Arc<Mutex<Vec<Seen>>>, held: Held, refused: Held) -> Client {
     let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     tokio::spawn(async move {
         let mut n = 0;
@@ -69,6 +71,13 @@ fn api_server(seen: Arc<Mutex<Vec<Seen>>>, held: Held) -> Client {
                     |object| (StatusCode::OK, object),
                 );
                 let response = Response::builder().status(status).body(Body::from(body.to_string().into_bytes()));
+                respond.send_response(response.expect("response"));
+                continue;
+            }
+            let refusal = refused.lock().expect("refused").get(&path).cloned();
+            if let Some(status) = refusal.filter(|_| method == "POST") {
+                let code = status["code"].as_u64().and_then(|c| u16::try_from(c).ok()).expect("a refusal's code");
+                let response = Response::builder().status(code).body(Body::from(status.to_string().into_bytes()));
                 respond.send_response(response.expect("response"));
                 continue;
             }
@@ -115,6 +124,7 @@ struct Rig {
     admitted: Admitted,
     seen: Arc<Mutex<Vec<Seen>>>,
     held: Held,
+    refused: Held,
 }
 
 impl Rig {
@@ -126,8 +136,8 @@ impl Rig {
     /// PodSet one's: a test of another kind replaces it).
     fn serving(module: &str) -> Rig {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let held = Held::default();
-        let client = api_server(seen.clone(), held.clone());
+        let (held, refused) = (Held::default(), Held::default());
+        let client = api_server(seen.clone(), held.clone(), refused.clone());
         let engine = Arc::new(PolicyEngine::new(Limits::default()).expect("engine"));
         let policy = engine.load(&common::read_policy(module)).expect("policy");
         let settings = ContextSettings {
@@ -154,7 +164,7 @@ impl Rig {
             reach: Default::default(),
             namespace_labels: None,
         };
-        Rig { ctx, admitted: Admitted::new(policy, resolved), seen, held }
+        Rig { ctx, admitted: Admitted::new(policy, resolved), seen, held, refused }
     }
 
     fn digest(&self) -> String {
@@ -168,6 +178,18 @@ impl Rig {
     /// Decides and acts for `parent` with `children` observed; `redecision`: decided
     /// before at its generation. The requests the API server saw, Events aside.
     async fn decide(&self, parent: DynamicObject, children: Vec<DynamicObject>, redecision: bool) -> Vec<Seen> {
+        let (result, seen) = self.attempt(parent, children, redecision).await;
+        result.expect("reconcile");
+        seen
+    }
+
+    /// [`Rig::decide`], the reconcile's result returned.
+    async fn attempt(
+        &self,
+        parent: DynamicObject,
+        children: Vec<DynamicObject>,
+        redecision: bool,
+    ) -> (podset_host::reconcile::Result<Duration>, Vec<Seen>) {
         self.seen.lock().expect("log").clear();
         let observed = Observed {
             parent: Arc::new(parent.into()),
@@ -184,8 +206,8 @@ impl Rig {
             pod_security: Default::default(),
             redecision,
         };
-        act(&self.ctx, &self.admitted, observed).await.expect("reconcile");
-        self.seen.lock().expect("log").iter().filter(|s| s.path != EVENTS).cloned().collect()
+        let result = act(&self.ctx, &self.admitted, observed).await;
+        (result, self.seen.lock().expect("log").iter().filter(|s| s.path != EVENTS).cloned().collect())
     }
 
     /// The Events published since the last `act`, once there are `n` of them.
@@ -315,6 +337,50 @@ async fn a_redecision_writes_no_child_for_a_parent_the_api_server_holds_no_more(
     let seen = rig.decide(cached, vec![pod("web-a")], false).await;
     let lines: Vec<String> = seen.iter().map(Seen::line).collect();
     assert_eq!(lines, [format!("POST {PODS}"), format!("POST {PODS}")]);
+}
+
+/// The API server's refusal of a create in `ns`: being deleted (`terminating`), or over
+/// its quota.
+fn forbidden(ns: &str, terminating: bool) -> Value {
+    let (message, causes) = if terminating {
+        let message = format!("unable to create new content in namespace {ns} because it is being terminated");
+        (
+            message.clone(),
+            json!([{ "reason": "NamespaceTerminating", "message": message, "field": "metadata.namespace" }]),
+        )
+    } else {
+        ("exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2".to_string(), json!([]))
+    };
+    json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+        "message": format!("pods is forbidden: {message}"), "details": { "kind": "pods", "causes": causes } })
+}
+
+#[tokio::test]
+async fn a_create_refused_because_the_parents_namespace_goes_is_no_failure() {
+    let rig = Rig::new();
+    rig.refused.lock().expect("refused").insert(PODS.into(), forbidden("ns", true));
+    let (result, seen) = rig.attempt(podset(2, json!({}), Some(&rig.digest())), Vec::new(), false).await;
+    // The first create of the slow start, refused; no condition written on the parent.
+    assert_eq!(seen.iter().map(Seen::line).collect::<Vec<_>>(), [format!("POST {PODS}")]);
+    assert_eq!(result.expect("not a failure"), Duration::from_secs(300), "looked at again at the resync");
+
+    // Another refusal of the same code is a failure: condition, Events, error.
+    rig.refused.lock().expect("refused").insert(PODS.into(), forbidden("ns", false));
+    let (result, seen) = rig.attempt(podset(2, json!({}), Some(&rig.digest())), Vec::new(), false).await;
+    let lines: Vec<String> = seen.iter().map(Seen::line).collect();
+    assert_eq!(lines, [format!("POST {PODS}"), format!("PUT {PODSET}/status")]);
+    let conditions = seen[1].body["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let failed = conditions.iter().find(|c| c["type"] == json!(RECONCILE_FAILED)).expect("the condition");
+    assert_eq!(failed["reason"], json!("FailedCreate"), "{failed:?}");
+    assert!(result.is_err_and(|e| e.metric_label() == "FailedCreate"));
+    // Its two Events are the first published: the refusal in a namespace being deleted,
+    // queued before them, published none.
+    let events = rig.events(2).await;
+    let mut reasons: Vec<&str> = events.iter().map(|e| e.body["reason"].as_str().unwrap_or_default()).collect();
+    reasons.sort_unstable();
+    assert_eq!(reasons, ["FailedCreate", "ReconcileFailed"]);
+    let notes: Vec<&str> = events.iter().map(|e| e.body["note"].as_str().unwrap_or_default()).collect();
+    assert!(notes.iter().all(|n| n.contains("exceeded quota")), "{notes:?}");
 }
 
 /// The Reloader policy (contract 0.4 lookups) against caches holding a Deployment
