@@ -23,10 +23,11 @@
 //!
 //! `BENCH_QUICK=1` runs every group small and once (`make test` does, so that they
 //! cannot rot); it checks that they run, not how fast. `BENCH_ROUNDS_ONLY=1` stops
-//! after the alternating rounds and prints their tables without writing them (about
-//! 12 minutes instead of 38): for trying a change to convergence, or an operator
-//! setting, which the operators inherit from the environment
-//! (`RECONCILE_DEBOUNCE=100ms BENCH_ROUNDS_ONLY=1 make bench`). `BENCH_SEEDS_ONLY=1`
+//! after the alternating rounds (every group of them: 33–34 minutes on 2026-11-29)
+//! and prints their tables without writing them; `BENCH_PEER_ONLY=1` runs the rounds
+//! against the ReplicaSet controller alone: for trying a change to convergence, or an
+//! operator setting, which the operators inherit from the environment
+//! (`RECONCILE_CONCURRENCY=16 BENCH_PEER_ONLY=1 make bench`). `BENCH_SEEDS_ONLY=1`
 //! runs the rounds against the seeds' own operators alone.
 //!
 //! Measuring and drawing are apart: each group measures into its figures, and a
@@ -53,7 +54,7 @@ mod watch;
 
 use podset_test_support as common;
 
-use sizes::{Run, Sizes};
+use sizes::{Group, Sizes};
 
 #[tokio::main]
 async fn main() {
@@ -61,15 +62,17 @@ async fn main() {
     let client = common::client().await;
     let run_label = format!("podset.dev/bench={}", std::process::id());
     let mut tables = Vec::new();
-    if !matches!(run, Run::ScaleOnly | Run::SeedsOnly) {
+    if run.runs(Group::Peer) {
         tables.extend(rounds::tables(&client, &s, &run_label).await);
+    }
+    if run.runs(Group::Languages) {
         tables.extend(languages::tables(&client, &s).await);
     }
-    if run != Run::ScaleOnly {
+    if run.runs(Group::Seeds) {
         tables.extend(seeds::tables(&client, &s).await);
         tables.push((together::table(&client, &s).await, "three Go operators"));
     }
-    if !matches!(run, Run::RoundsOnly | Run::SeedsOnly) {
+    if run.runs(Group::Scale) {
         // The scale table and the curve start operators of their own.
         tables.push((scale::scale(&client, &s, &run_label).await, "reference"));
         tables.push((scale::curve(&client, &s, &run_label).await, "ReplicaSet controller"));

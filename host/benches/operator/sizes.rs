@@ -1,5 +1,6 @@
 //! How big a run is, and which groups it runs: `BENCH_QUICK`, `BENCH_ROUNDS_ONLY`,
-//! `BENCH_SCALE_ONLY`, `BENCH_SEEDS_ONLY`; `BENCH_CURVE` sets the curve's sizes.
+//! `BENCH_PEER_ONLY`, `BENCH_SCALE_ONLY`, `BENCH_SEEDS_ONLY`; `BENCH_CURVE` sets the
+//! curve's sizes.
 
 use std::time::Duration;
 
@@ -43,14 +44,15 @@ impl Sizes {
 
     pub fn from_env() -> (Sizes, Run) {
         let set = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
-        let run = match (set("BENCH_QUICK"), set("BENCH_ROUNDS_ONLY"), set("BENCH_SCALE_ONLY"), set("BENCH_SEEDS_ONLY"))
-        {
-            (true, ..) => Run::Quick,
-            (false, true, ..) => Run::RoundsOnly,
-            (false, false, true, _) => Run::ScaleOnly,
-            (false, false, false, true) => Run::SeedsOnly,
-            (false, false, false, false) => Run::Full,
-        };
+        let switches = [
+            ("BENCH_QUICK", Run::Quick),
+            ("BENCH_ROUNDS_ONLY", Run::RoundsOnly),
+            ("BENCH_PEER_ONLY", Run::PeerOnly),
+            ("BENCH_SCALE_ONLY", Run::ScaleOnly),
+            ("BENCH_SEEDS_ONLY", Run::SeedsOnly),
+        ];
+        // The first switch set, in this order.
+        let run = switches.into_iter().find(|(name, _)| set(name)).map_or(Run::Full, |(_, run)| run);
         let sizes = if run == Run::Quick {
             Sizes {
                 objects: 10,
@@ -93,19 +95,47 @@ pub enum Run {
     Quick,
     /// `BENCH_ROUNDS_ONLY=1`: the alternating rounds only.
     RoundsOnly,
+    /// `BENCH_PEER_ONLY=1`: the rounds against the ReplicaSet controller only (the
+    /// operator, its native build and the operator with a shadow among them).
+    PeerOnly,
     /// `BENCH_SCALE_ONLY=1`: the scale table and the curve only.
     ScaleOnly,
     /// `BENCH_SEEDS_ONLY=1`: the rounds against the seeds' own operators only.
     SeedsOnly,
 }
 
+/// The groups of a run, in the order they run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// The rounds against the ReplicaSet controller.
+    Peer,
+    /// The PodSet and Memcached policies in each language.
+    Languages,
+    /// The rounds against the seeds' own operators, and the three at once.
+    Seeds,
+    /// The scale table and the curve.
+    Scale,
+}
+
 impl Run {
+    /// Whether this run has `group`.
+    pub fn runs(self, group: Group) -> bool {
+        match self {
+            Run::Full | Run::Quick => true,
+            Run::RoundsOnly => group != Group::Scale,
+            Run::PeerOnly => group == Group::Peer,
+            Run::ScaleOnly => group == Group::Scale,
+            Run::SeedsOnly => group == Group::Seeds,
+        }
+    }
+
     /// What the results' heading says of the run.
     pub fn note(self) -> &'static str {
         match self {
             Run::Full => "",
             Run::Quick => " (BENCH_QUICK=1: a smoke run, sizes not meaningful)",
             Run::RoundsOnly => " (BENCH_ROUNDS_ONLY=1: the alternating rounds only)",
+            Run::PeerOnly => " (BENCH_PEER_ONLY=1: the rounds against the ReplicaSet controller only)",
             Run::ScaleOnly => " (BENCH_SCALE_ONLY=1: the scale table and the curve only)",
             Run::SeedsOnly => " (BENCH_SEEDS_ONLY=1: the rounds against the seeds' own operators only)",
         }
