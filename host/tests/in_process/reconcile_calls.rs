@@ -362,7 +362,7 @@ async fn a_create_refused_because_the_parents_namespace_goes_is_no_failure() {
     let (result, seen) = rig.attempt(podset(2, json!({}), Some(&rig.digest())), Vec::new(), false).await;
     // The first create of the slow start, refused; no condition written on the parent.
     assert_eq!(seen.iter().map(Seen::line).collect::<Vec<_>>(), [format!("POST {PODS}")]);
-    assert_eq!(result.expect("not a failure"), Duration::from_secs(300), "looked at again at the resync");
+    assert_eq!(result.expect("not a failure"), rig.ctx.resync, "looked at again at the resync");
 
     // Another refusal of the same code is a failure: condition, Events, error.
     rig.refused.lock().expect("refused").insert(PODS.into(), forbidden("ns", false));
