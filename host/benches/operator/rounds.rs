@@ -161,10 +161,11 @@ async fn alternating_rounds(client: &Client, s: &Sizes, c: &mut Contenders) -> R
                 );
             }
             eprintln!(
-                "round {} {who:?}: converged {:.2?}, {:.1} writes/object, 5→1 {:.2?}, 1→5 {:.2?}, decision {:.0} µs, {:.1} % of reconcile time",
+                "round {} {who:?}: converged {:.2?}, {:.1} writes/object {:.1?}, 5→1 {:.2?}, 1→5 {:.2?}, decision {:.0} µs, {:.1} % of reconcile time",
                 r + 1,
                 result.converge,
                 result.writes_per_object,
+                result.writes_by_resource,
                 result.down,
                 result.up,
                 result.split.mean_decision() * 1e6,

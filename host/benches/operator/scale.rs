@@ -10,7 +10,7 @@ use kube::{Client, ResourceExt};
 use podset_test_support as common;
 
 use crate::at_size::{Alone, isolated_decisions};
-use crate::machine::{component_cpu, component_pid, cpu_seconds, rss};
+use crate::machine::{Resident, component_cpu, component_pid, cpu_seconds, rss};
 use crate::metrics::Decisions;
 use crate::peer::{Peer, apiserver_writes, controller_writes};
 use crate::queueing::{self, Jumped};
@@ -30,11 +30,13 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
 
     // Idle, with one policy and with three: what an extra loaded policy costs.
     let mut idle = Vec::new();
+    let mut idle_split = Resident::default();
     for loaded in [&all[..1], &all[..]] {
         let op = common::Operator::spawn_shard("bench-idle", label, loaded, &common::kubeconfig_path(), &[]);
         op.ready().await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         idle.push(rss(op.pid()));
+        idle_split = Resident::of(op.pid());
     }
     let per_policy = (idle[1] - idle[0]) / 2.0;
 
@@ -51,6 +53,8 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     settle(Peer::PodSet, &api, s.scale_objects, i64::from(s.replicas), started).await;
     let converge = started.elapsed();
     let busy = rss(op.pid());
+    let busy_split = Resident::of(op.pid());
+    let cached = op.sum("podset_cached_objects", "").await;
 
     // A resync with nothing to do: every PodSet reconciled again, no write.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -91,6 +95,7 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     .await;
     tokio::time::sleep(podset_host::sources::cluster::SHADOW_REPORT + Duration::from_secs(1)).await;
     let shadow_rss = rss(op.pid());
+    let shadow_split = Resident::of(op.pid());
     let status_writes = op.sum("podset_api_writes_total", r#"resource="reconcilepolicies"#).await - status_before;
     let m = op.metrics().await;
     let shadow_writes = decided_writes(&m) - writes_before;
@@ -102,6 +107,9 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     let figures = Scaled {
         converge,
         busy,
+        idle_split,
+        busy_split,
+        cached,
         per_policy,
         reconciled,
         writes,
@@ -110,6 +118,7 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
         resync_decisions,
         shadowed,
         shadow_rss,
+        shadow_split,
         status_writes,
         events,
         shadow_writes,
@@ -124,6 +133,12 @@ pub struct Scaled {
     pub converge: Duration,
     /// RSS (MiB): converged, and per extra loaded policy.
     pub busy: f64,
+    /// Where the memory lies: idle with the three policies, converged, after the shadow.
+    pub idle_split: Resident,
+    pub busy_split: Resident,
+    pub shadow_split: Resident,
+    /// The objects the caches held, converged.
+    pub cached: f64,
     pub per_policy: f64,
     /// A resync with nothing to do: reconciles, writes, CPU seconds.
     pub reconciled: f64,
@@ -149,6 +164,15 @@ pub fn scale_table(s: &Sizes, f: &Scaled) -> Table {
     let mut t = Table::new(&format!("Scale: {} PodSets × {} replicas, 3 policies loaded", s.scale_objects, s.replicas));
     t.alone("time until every PodSet reports all replicas available", f.converge.as_secs_f64(), Unit::Seconds, None);
     t.alone("operator RSS, converged", f.busy, Unit::MiB, Some(60.0));
+    // The measured reason beside a miss: where the memory lies, and what the caches cost.
+    t.split("… of it: the heap and stacks / the Wasm instance pool / the binary and libraries", &f.busy_split);
+    t.split("… the same, idle with the three policies loaded", &f.idle_split);
+    t.alone(
+        &format!("… the heap grown since idle, per cached object ({} objects cached)", f.cached),
+        (f.busy_split.heap - f.idle_split.heap) * 1024.0 / f.cached.max(1.0),
+        Unit::KiB,
+        None,
+    );
     t.alone("RSS per extra loaded policy (idle, 3 policies vs 1)", f.per_policy, Unit::MiB, Some(2.0));
     let reconciled = f.reconciled;
     t.alone(
@@ -173,6 +197,7 @@ pub fn scale_table(s: &Sizes, f: &Scaled) -> Table {
         Unit::MiB,
         Some(60.0),
     );
+    t.split("… of it: the heap and stacks / the Wasm instance pool / the binary and libraries", &f.shadow_split);
     t.alone(
         &format!(
             "writes to pods and PodSets those decisions caused (the ReconcilePolicy's: {status_writes} to its status, \

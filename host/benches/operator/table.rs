@@ -6,6 +6,7 @@
 use std::fmt::Write as _;
 
 use crate::at_size::Alone;
+use crate::machine::Resident;
 use crate::metrics::Decisions;
 use crate::round::Round;
 use crate::sizes::Sizes;
@@ -76,6 +77,8 @@ pub enum Unit {
     Micros,
     /// Mebibytes, to the tenth.
     MiB,
+    /// Kibibytes, to the tenth.
+    KiB,
     /// Megabytes, to the hundredth.
     MB,
     /// A count, to the tenth.
@@ -92,6 +95,7 @@ impl Unit {
             Unit::MsCpu => format!("{v:.1} ms"),
             Unit::Micros => format!("{v:.0} µs"),
             Unit::MiB => format!("{v:.1} MiB"),
+            Unit::KiB => format!("{v:.1} KiB"),
             Unit::MB => format!("{v:.2} MB"),
             Unit::Count => format!("{v:.1}"),
             Unit::Percent => format!("{v:.2} %"),
@@ -177,6 +181,12 @@ impl Table {
             None => ("—".into(), "—".into()),
         };
         self.rows.push([what.into(), "—".into(), unit.show(ours), "—".into(), goal_s, verdict]);
+    }
+
+    /// A row of where our resident memory lies (heap / pool / files, MiB).
+    pub fn split(&mut self, what: &str, r: &Resident) {
+        let ours = Unit::MiB.show_all(&[r.heap, r.pool, r.files], " / ");
+        self.rows.push([what.into(), "—".into(), ours, "—".into(), "—".into(), "—".into()]);
     }
 
     /// A row of the peer's figures alone (several, joined), where ours has none.
