@@ -253,7 +253,8 @@ impl Default for Metrics {
         registry.add(
             "cached_objects",
             "Objects each cache holds now, by cache (one per watch stream, and the parents' and ReconcilePolicies' \
-             own); the operator's memory grows with them",
+             own; `pods` holds the children, `pods (unmanaged)` the others a policy relates to); the operator's \
+             memory grows with them",
             None,
             m.cached_objects.clone(),
         );
