@@ -187,9 +187,15 @@ impl Schemas {
                 Some((id.clone(), doc.pointer(&format!("/components/schemas/{}", escape(id)))?.clone()))
             })
             .collect();
-        if let Some(schemas) = doc.pointer_mut("/components/schemas").and_then(Value::as_object_mut) {
+        // Only the components are kept: an API server's document also lists every
+        // operation on its paths, and describes every field; neither is checked. Its
+        // `api/v1`, 1.45 MB of JSON (Kubernetes 1.34), held whole with a PodSet CRD's
+        // group cost an operator with a shadow 20 MiB of heap (2026-11-29).
+        let mut schemas = doc.pointer_mut("/components/schemas").map(Value::take).unwrap_or_default();
+        if let Value::Object(schemas) = &mut schemas {
             schemas.values_mut().for_each(structural);
         }
+        let doc = serde_json::json!({ "components": { "schemas": schemas } });
         let document = self.documents.len();
         self.documents.push((format!("https://schemas.podset.dev/{document}/{}", sanitize(name)), doc));
         let mut added = 0;
@@ -400,7 +406,7 @@ fn sanitize(name: &str) -> String {
 
 /// Rewrites a Kubernetes schema, in place, into the JSON Schema that checks the same:
 /// undeclared fields refused, int-or-string as a choice, `nullable` dropped (nulls are
-/// left out of what is checked).
+/// left out of what is checked), descriptions dropped (nothing checks them).
 fn structural(schema: &mut Value) {
     let Value::Object(node) = schema else { return };
     let int_or_string = node.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true)
@@ -413,6 +419,7 @@ fn structural(schema: &mut Value) {
         }
     }
     node.remove("nullable");
+    node.remove("description");
     let preserves = node.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true);
     if node.contains_key("properties") && !node.contains_key("additionalProperties") && !preserves {
         node.insert("additionalProperties".into(), Value::Bool(false));
@@ -612,6 +619,39 @@ mod tests {
         assert_eq!(v.len(), 2, "{shown:#?}");
         assert!(shown[0].starts_with("spec.replicas: Invalid value: \"three\": must be of type integer"), "{shown:#?}");
         assert!(shown[1].starts_with("spec.template.spec.containers[0].imagee: unknown field"), "{shown:#?}");
+    }
+
+    #[test]
+    fn a_served_document_is_kept_without_its_paths_and_descriptions_and_still_checks() {
+        // As an API server serves it: operations on paths, descriptions everywhere, and
+        // a field named `description` that is the schema's, not documentation.
+        let served = json!({
+            "openapi": "3.0.0",
+            "paths": { "/api/v1/namespaces/{namespace}/notes": { "get": { "description": "list notes" } } },
+            "components": { "schemas": { "io.example.v1.Note": {
+                "description": "A note.",
+                "type": "object",
+                "x-kubernetes-group-version-kind": [{ "group": "", "version": "v1", "kind": "Note" }],
+                "properties": {
+                    "apiVersion": { "type": "string" }, "kind": { "type": "string" },
+                    "metadata": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+                    "description": { "description": "What the note says.", "type": "string" }
+                }
+            } } }
+        });
+        let mut s = Schemas::default();
+        assert_eq!(s.add_document(served, "served").expect("it compiles"), 1);
+        let kept = &s.documents[0].1;
+        assert!(kept.get("paths").is_none(), "{kept}");
+        let note = &kept["components"]["schemas"]["io.example.v1.Note"];
+        assert!(note.get("description").is_none() && note["properties"]["description"].get("description").is_none());
+        let object = |text: Value| json!({ "apiVersion": "v1", "kind": "Note", "metadata": {}, "description": text });
+        assert_eq!(s.check(&object(json!("milk")), false), Some(vec![]));
+        let refused = s.check(&object(json!(3)), false).expect("a known kind");
+        assert!(
+            refused[0].to_string().starts_with("description: Invalid value: 3: must be of type string"),
+            "{refused:?}"
+        );
     }
 
     #[test]
