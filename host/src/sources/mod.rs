@@ -191,10 +191,11 @@ pub async fn swapped(
 }
 
 /// The schemas shadow decisions are checked against, made again to take in the kinds
-/// `admitted` (a shadow, or a rollout's new module) writes: the built-in kinds' shipped
-/// with the binary, and every kind shadows declared, from the API server's
-/// `/openapi/v3` (CRDs with their validation rules). Built off the async runtime; one
-/// that cannot be made leaves the previous ones, and says why.
+/// `admitted` (a shadow, or a rollout's new module) writes: every kind shadows declared,
+/// from the API server's `/openapi/v3` (CRDs with their validation rules), or from the
+/// documents shipped with the binary where the server gives none or cannot be read.
+/// Built off the async runtime; one that cannot be made leaves the previous ones, and
+/// says why.
 pub async fn shadow_schemas(src: &Sources, admitted: &Admitted) {
     let paths = {
         let mut wanted = src.schema_paths.lock();
@@ -205,12 +206,17 @@ pub async fn shadow_schemas(src: &Sources, admitted: &Admitted) {
         }
         wanted.iter().cloned().collect::<Vec<_>>()
     };
-    let documents = match crate::kubernetes::openapi::documents(&src.ctx.client, &paths).await {
-        Ok(d) => d,
-        Err(e) => return tracing::warn!("shadow decisions are checked against the built-in kinds' schemas only: {e}"),
-    };
+    let documents = crate::kubernetes::openapi::documents(&src.ctx.client, &paths).await.unwrap_or_else(|e| {
+        tracing::warn!("shadow decisions are checked against the built-in kinds' schemas only: {e}");
+        Vec::new()
+    });
     let built = tokio::task::spawn_blocking(move || {
-        let mut schemas = crate::scenario::schemas::Schemas::builtin();
+        // Only the kinds the shadows declared are ever checked (the host refuses any
+        // other before), so of the shipped documents only those of declared paths the
+        // server did not give: the API server's `api/v1` replaces the shipped one.
+        let served = |path: &str| documents.iter().any(|(served, _)| served == path);
+        let mut schemas =
+            crate::scenario::schemas::Schemas::builtin_of(|path| paths.iter().any(|p| p == path) && !served(path));
         for (path, doc) in documents {
             if let Err(e) = schemas.add_document(doc, &format!("API server {path}")) {
                 tracing::warn!("shadow decisions: {e}");
