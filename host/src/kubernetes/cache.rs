@@ -61,7 +61,7 @@ impl CacheHealth {
     }
 
     pub fn for_resource(plural: &str, group: &str) -> Self {
-        Self::new(if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") })
+        Self::new(resource_name(plural, group))
     }
 
     pub fn name(&self) -> &str {
@@ -147,6 +147,11 @@ fn explain(name: &str, error: &watcher::Error) -> String {
         );
     }
     error.to_string()
+}
+
+/// A resource as caches are named after it: `plural.group`, or `plural` for the core group.
+pub fn resource_name(plural: &str, group: &str) -> String {
+    if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") }
 }
 
 /// The set of caches one reconcile reads from.

@@ -93,7 +93,7 @@ impl Watched {
                 // /readyz and in the log.
                 Scope::Unmanaged => CacheHealth::new(format!(
                     "{} (unmanaged)",
-                    CacheHealth::for_resource(&resource.plural, &resource.group).name()
+                    super::cache::resource_name(&resource.plural, &resource.group)
                 )),
             },
             routes: RwLock::default(),
