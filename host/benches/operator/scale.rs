@@ -222,8 +222,7 @@ pub fn scale_table(s: &Sizes, f: &Scaled) -> Table {
 
 /// How cost grows with work: at each size of the curve, PodSets with a fresh operator
 /// (one policy) and ReplicaSets with the controller manager, one after the other,
-/// [`Sizes::curve_rounds`] times up to [`CURVE_ROUNDS_UP_TO`] objects (who goes first
-/// alternating), once above.
+/// [`Sizes::curve_rounds_at`] times (who goes first alternating).
 pub async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
     let policy = common::policy_dir().join("podset.wasm");
     // The peer at the rate the rounds give it (`BENCH_SCALE_ONLY` runs no rounds first).
@@ -231,7 +230,7 @@ pub async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
     let mut points = Vec::new();
     let mut jumped = None;
     for &n in &s.curve {
-        let rounds = if n <= CURVE_ROUNDS_UP_TO { s.curve_rounds } else { 1 };
+        let rounds = s.curve_rounds_at(n);
         let mut point = CurvePoint { n, peer: Vec::new(), ours: Vec::new(), kcm_rss: 0.0, ours_rss: 0.0 };
         for r in 0..rounds {
             let mut order = [Peer::PodSet, Peer::ReplicaSet];
@@ -272,9 +271,6 @@ pub async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
     curve_table(s, &points, jumped)
 }
 
-/// Sizes of the curve up to which each point is measured [`Sizes::curve_rounds`] times.
-pub const CURVE_ROUNDS_UP_TO: usize = 5000;
-
 /// One size of the curve: `n` objects of each, per round (seconds to converge, writes
 /// per object, API server CPU seconds per object), and the peak RSS of the controller
 /// manager and of ours.
@@ -290,10 +286,10 @@ pub struct CurvePoint {
 /// the largest.
 pub fn curve_table(s: &Sizes, points: &[CurvePoint], jumped: Option<Jumped>) -> Table {
     let mut t = Table::new(&format!(
-        "Scale curve: {} objects × {CURVE_REPLICAS} pods, {} rounds each up to {CURVE_ROUNDS_UP_TO} (medians; RSS: \
-         the operator vs the whole controller manager, peaks)",
+        "Scale curve: {} objects × {CURVE_REPLICAS} pods, {} (medians; RSS: the operator vs the whole controller \
+         manager, peaks)",
         s.curve.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
-        s.curve_rounds
+        s.curve_rounds_said()
     ));
     for CurvePoint { n, peer, ours, kcm_rss, ours_rss } in points {
         let at = |what: &str| format!("{n} objects: {what}");
@@ -350,6 +346,10 @@ pub fn curve_table(s: &Sizes, points: &[CurvePoint], jumped: Option<Jumped>) -> 
 pub struct CurveRound {
     /// Seconds until every object reported all replicas available.
     pub converge: f64,
+    /// Seconds until the first object did, and half of them: beside `converge`, whether a
+    /// slower round was late throughout or in its last few objects (printed with each round).
+    pub first: f64,
+    pub half: f64,
     pub writes: f64,
     /// CPU seconds per object of the API server, and of the controller: the operator, or
     /// the whole controller manager for the ReplicaSets. With both cores busy, time
@@ -371,14 +371,19 @@ async fn curve_point(client: &Client, peer: Peer, controller: u32, label: &str, 
     for chunk in names.chunks(200) {
         create_all(&api, peer, chunk, CURVE_REPLICAS, started).await;
     }
-    settle(peer, &api, n, i64::from(CURVE_REPLICAS), started).await;
+    let settled = settle(peer, &api, n, i64::from(CURVE_REPLICAS), started).await;
     let converge = started.elapsed().as_secs_f64();
+    let mut each: Vec<f64> = settled.values().map(Duration::as_secs_f64).collect();
+    each.sort_by(f64::total_cmp);
+    let at = |share: f64| each.get((share * each.len() as f64) as usize).or(each.last()).copied().unwrap_or(converge);
     // Writes that trail the last status count too.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let writes: f64 = controller_writes(peer, &before, &apiserver_writes(client).await).iter().sum();
     let per = |spent: f64| spent / n as f64;
     let round = CurveRound {
         converge,
+        first: at(0.0),
+        half: at(0.5),
         writes: per(writes),
         apiserver_cpu: per(component_cpu("kube-apiserver") - apiserver_before),
         controller_cpu: per(cpu_seconds(controller) - controller_before),

@@ -25,8 +25,12 @@ pub struct Sizes {
     /// The scale curve: objects at each point, of `CURVE_REPLICAS` pods
     /// (`BENCH_CURVE=100,20000` for others).
     pub curve: Vec<usize>,
-    /// Rounds at each size of the curve up to `scale::CURVE_ROUNDS_UP_TO` objects.
-    pub curve_rounds: usize,
+    /// Rounds at each size of the curve: `(up to objects, rounds)`, smallest first; one
+    /// round above the last. Five at the sizes that converge in seconds: with two, the
+    /// 100-object point read 1.05×, 1.01×, 0.98×, 0.90× and 1.07× the ReplicaSet
+    /// controller's time in five runs of the same operator (2026-11-29), the spread of a
+    /// two-second measurement, as five rounds steadied 200 × 5.
+    pub curve_rounds: Vec<(usize, usize)>,
 }
 
 /// Pods per object on the scale curve.
@@ -36,6 +40,29 @@ pub const CURVE_REPLICAS: i32 = 2;
 pub const MEMCACHED_SIZE: i32 = 3;
 
 impl Sizes {
+    /// Rounds at `n` objects on the curve.
+    pub fn curve_rounds_at(&self, n: usize) -> usize {
+        self.curve_rounds.iter().find(|(up_to, _)| n <= *up_to).map_or(1, |(_, rounds)| *rounds)
+    }
+
+    /// The curve's rounds, said in words: "5 rounds up to 1000 objects, 2 up to 5000, 1 above".
+    pub fn curve_rounds_said(&self) -> String {
+        let mut said: Vec<String> = self
+            .curve_rounds
+            .iter()
+            .enumerate()
+            .map(|(i, (up_to, rounds))| {
+                if i == 0 {
+                    format!("{rounds} rounds up to {up_to} objects")
+                } else {
+                    format!("{rounds} up to {up_to}")
+                }
+            })
+            .collect();
+        said.push(if said.is_empty() { "1 round each".into() } else { "1 above".into() });
+        said.join(", ")
+    }
+
     /// The Memcacheds' rounds: [`Sizes::memcacheds`] of [`MEMCACHED_SIZE`] pods, the rest
     /// as these.
     pub fn of_memcacheds(&self) -> Sizes {
@@ -64,7 +91,7 @@ impl Sizes {
                 scale_objects: 20,
                 resync: Duration::from_secs(5),
                 curve: vec![10, 20],
-                curve_rounds: 1,
+                curve_rounds: vec![],
             }
         } else {
             Sizes {
@@ -77,7 +104,7 @@ impl Sizes {
                 scale_objects: 1000,
                 resync: Duration::from_secs(30),
                 curve: vec![100, 1000, 5000, 20000],
-                curve_rounds: 2,
+                curve_rounds: vec![(1000, 5), (5000, 2)],
             }
         };
         let curve = std::env::var("BENCH_CURVE").ok().map(|v| {
