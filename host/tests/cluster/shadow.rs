@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use common::audit::{AuditLog, operator_pod_writes};
 use common::{Env, eventually, kubectl, policy_loaded, publish_shadow, read_policy, shadow_settled};
-use kube::api::ListParams;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
 use podset_host::crd::ShadowStatus;
 
 const T: Duration = Duration::from_secs(60);
@@ -135,6 +137,35 @@ async fn hostile_shadows_leave_live_convergence_intact() {
         !conditions.iter().any(|c| c.type_ == "PolicyFailed" && c.status == "True"),
         "the live policy never failed: {conditions:?}"
     );
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_shadow_decision_the_servers_schema_refuses_fails_and_never_acts() {
+    // A shadow's decisions are checked against the API server's own documents of the kinds
+    // it declares (here apps/v1, read from the server). The hostile fixture decides a
+    // Deployment with a misspelled field for a parent labelled so.
+    let env = Env::new("shschema").await;
+    let module = read_policy("fixtures/generic-hostile.wasm");
+    publish_shadow(&env.client, &env.ns, "misspelled", "misspelled-module", &module, None).await;
+    loaded(&env, "misspelled").await;
+    let mut ps = common::podset("web", 2);
+    ps.metadata.labels = Some([("fixture.podset.dev/attack".to_string(), "misspelled-field".to_string())].into());
+    env.podsets.create(&PostParams::default(), &ps).await.expect("create PodSet");
+    env.converged("web", 2).await;
+    let st = settled(&env, "misspelled").await;
+    assert!(st.failed > 0 && st.agreed + st.differed == 0, "every decision refused: {st:#?}");
+    let failure = st.last_failures.last().expect("a failure is kept");
+    assert_eq!(failure.object, format!("PodSet {}/web", env.ns));
+    assert!(
+        failure.reason.starts_with("SchemaViolation")
+            && failure.reason.contains("create apps/v1 Deployment web")
+            && failure.reason.contains("spec.replicass: unknown field"),
+        "{failure:#?}"
+    );
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &env.ns);
+    let made = deployments.list(&ListParams::default()).await.expect("list Deployments");
+    assert!(made.items.is_empty(), "the shadow wrote nothing: {:?}", made.items);
     env.cleanup().await;
 }
 
