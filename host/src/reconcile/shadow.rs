@@ -28,7 +28,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 use tracing::{debug, info, warn};
 
 use super::check;
@@ -88,10 +88,26 @@ pub struct Shadows {
 struct Shared {
     tallies: Mutex<HashMap<ShadowSource, Tally>>,
     metrics: Arc<Metrics>,
-    /// The schemas shadow decisions are checked against (the built-in kinds' and the
-    /// kinds the shadows declare, from the API server), once a shadow has loaded.
-    schemas: RwLock<Option<Arc<Schemas>>>,
+    /// The schemas shadow decisions are checked against (the kinds the shadows declare,
+    /// from the API server or shipped), once a shadow has loaded; `arrived` wakes the
+    /// shadow thread waiting for them.
+    schemas: Mutex<Option<Known>>,
+    arrived: Condvar,
 }
+
+/// Schemas, and the API paths (`api/v1`, `apis/apps/v1`) whose kinds they were made for.
+struct Known {
+    schemas: Arc<Schemas>,
+    paths: HashSet<String>,
+}
+
+/// How long the shadow thread waits for the schemas of a shadow's kinds before judging
+/// its decision without them. They are fetched when the shadow loads, and arrive within
+/// a second or two (the API server's `api/v1` document is 1.45 MB); a first decision
+/// judged before then went unchecked and counted a decision the server would refuse as
+/// a difference (`shadow::a_shadow_decision_the_servers_schema_refuses_fails_and_never_acts`,
+/// 2026-11-30). Only a fetch that never ends waits this long, and only shadows wait.
+const SCHEMAS_WAIT: Duration = Duration::from_secs(10);
 
 struct Job {
     shadows: Vec<Shadow>,
@@ -104,7 +120,8 @@ impl Shadows {
     /// Starts the shadow thread.
     pub fn start(metrics: Arc<Metrics>) -> std::io::Result<Shadows> {
         let (jobs, rx) = sync_channel(QUEUE);
-        let shared = Arc::new(Shared { tallies: Mutex::default(), metrics, schemas: RwLock::default() });
+        let shared =
+            Arc::new(Shared { tallies: Mutex::default(), metrics, schemas: Mutex::default(), arrived: Condvar::new() });
         let worker = shared.clone();
         std::thread::Builder::new().name("shadows".into()).spawn(move || work(&rx, &worker))?;
         Ok(Shadows { jobs, shared })
@@ -146,12 +163,14 @@ impl Shadows {
 
     /// Whether shadow decisions are checked against schemas.
     pub fn has_schemas(&self) -> bool {
-        self.shared.schemas.read().is_some()
+        self.shared.schemas.lock().is_some()
     }
 
-    /// The schemas shadow decisions are checked against from now on.
-    pub fn set_schemas(&self, schemas: Arc<Schemas>) {
-        *self.shared.schemas.write() = Some(schemas);
+    /// The schemas shadow decisions are checked against from now on, made for the kinds
+    /// of `paths` (those of [`crate::kubernetes::openapi::paths_of`]).
+    pub fn set_schemas(&self, schemas: Arc<Schemas>, paths: impl IntoIterator<Item = String>) {
+        *self.shared.schemas.lock() = Some(Known { schemas, paths: paths.into_iter().collect() });
+        self.shared.arrived.notify_all();
     }
 
     /// The tally of `source`, if it decided or dropped anything.
@@ -170,6 +189,26 @@ impl Shadows {
     }
 }
 
+impl Shared {
+    /// The schemas made for every kind `shadow` declares, waiting up to [`SCHEMAS_WAIT`]
+    /// for them; after that, whatever is there, and a warning.
+    fn schemas_for(&self, shadow: &Shadow) -> Option<Arc<Schemas>> {
+        let wanted = crate::kubernetes::openapi::paths_of(shadow.admitted.policy.declarations());
+        let covers = |known: &Option<Known>| known.as_ref().is_some_and(|k| wanted.iter().all(|p| k.paths.contains(p)));
+        let mut known = self.schemas.lock();
+        let deadline = Instant::now() + SCHEMAS_WAIT;
+        while !covers(&known) {
+            if self.arrived.wait_until(&mut known, deadline).timed_out() {
+                if !covers(&known) {
+                    warn!(shadow = %shadow.source, "the schemas of the shadow's kinds are not loaded: its decision is judged without them");
+                }
+                break;
+            }
+        }
+        known.as_ref().map(|k| k.schemas.clone())
+    }
+}
+
 fn work(jobs: &Receiver<Job>, shared: &Shared) {
     while let Ok(job) = jobs.recv() {
         let live: Side = match &job.live {
@@ -181,7 +220,7 @@ fn work(jobs: &Receiver<Job>, shared: &Shared) {
         let at = Timestamp::from_millisecond(job.observed.now).unwrap_or_else(|_| Timestamp::now()).to_string();
         for shadow in &job.shadows {
             let started = Instant::now();
-            let schemas = shared.schemas.read().clone();
+            let schemas = shared.schemas_for(shadow);
             let verdict = judge(shadow, &job.observed, &live, schemas.as_deref());
             let took = started.elapsed();
             let source = shadow.source.to_string();

@@ -210,6 +210,7 @@ pub async fn shadow_schemas(src: &Sources, admitted: &Admitted) {
         tracing::warn!("shadow decisions are checked against the built-in kinds' schemas only: {e}");
         Vec::new()
     });
+    let made_for = paths.clone();
     let built = tokio::task::spawn_blocking(move || {
         // Only the kinds the shadows declared are ever checked (the host refuses any
         // other before), so of the shipped documents only those of declared paths the
@@ -226,7 +227,7 @@ pub async fn shadow_schemas(src: &Sources, admitted: &Admitted) {
     })
     .await;
     if let Ok(schemas) = built {
-        src.ctx.shadows.set_schemas(Arc::new(schemas));
+        src.ctx.shadows.set_schemas(Arc::new(schemas), made_for);
     }
 }
 
