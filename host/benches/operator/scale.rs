@@ -243,7 +243,7 @@ pub async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
                     let (figures, ns) = curve_point(client, peer, kcm, label, n).await;
                     drop_namespace(client, &ns).await;
                     point.kcm_rss = point.kcm_rss.max(rss(kcm));
-                    eprintln!("curve {n}, round {}: ReplicaSet {figures:?}", r + 1);
+                    eprintln!("curve {n}, round {}: ReplicaSet {figures}", r + 1);
                     point.peer.push(figures);
                     continue;
                 }
@@ -261,7 +261,7 @@ pub async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
                 }
                 drop(op);
                 drop_namespace(client, &ns).await;
-                eprintln!("curve {n}, round {}: PodSet {figures:?}", r + 1);
+                eprintln!("curve {n}, round {}: PodSet {figures}", r + 1);
                 point.ours.push(figures);
             }
         }
@@ -356,6 +356,22 @@ pub struct CurveRound {
     /// follows the CPU the cluster spends: this row says whose.
     pub apiserver_cpu: f64,
     pub controller_cpu: f64,
+}
+
+impl std::fmt::Display for CurveRound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "converged in {:.2} s (the first object at {:.2} s, half of them at {:.2} s), {:.2} writes, API server \
+             {:.1} ms CPU, controller {:.1} ms CPU per object",
+            self.converge,
+            self.first,
+            self.half,
+            self.writes,
+            self.apiserver_cpu * 1e3,
+            self.controller_cpu * 1e3
+        )
+    }
 }
 
 /// `n` objects of `peer` × [`CURVE_REPLICAS`] in a fresh namespace, created 200 at a
