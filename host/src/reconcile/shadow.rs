@@ -219,8 +219,9 @@ fn work(jobs: &Receiver<Job>, shared: &Shared) {
         let hash = object_hash(&job.observed);
         let at = Timestamp::from_millisecond(job.observed.now).unwrap_or_else(|_| Timestamp::now()).to_string();
         for shadow in &job.shadows {
-            let started = Instant::now();
+            // The wait for the schemas is not the decision's.
             let schemas = shared.schemas_for(shadow);
+            let started = Instant::now();
             let verdict = judge(shadow, &job.observed, &live, schemas.as_deref());
             let took = started.elapsed();
             let source = shadow.source.to_string();

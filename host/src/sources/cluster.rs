@@ -177,6 +177,13 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, src: Arc<Sources>) -> Result<Action
         _ = src.ctx.shutdown.cancelled() => return Ok(Action::await_change()),
     }
     let serving = src.ctx.registry.serving(&key);
+    // A shadow's decisions wait for the schemas of its kinds: asked for whenever it
+    // serves as one, a module swapped in or a mode changed to Shadow (a no-op once read).
+    if rp.spec.mode == PolicyMode::Shadow
+        && let Some(admitted) = &serving
+    {
+        check_shadows_with_schemas(&src, admitted);
+    }
     let current = rp.status.clone().unwrap_or_default();
     if rp.spec.image.is_some() {
         report_image(&src, &rp, current.image.as_ref(), image.as_ref());
@@ -188,9 +195,6 @@ async fn reconcile(rp: Arc<ReconcilePolicy>, src: Arc<Sources>) -> Result<Action
         Outcome::Loaded { swapped: Some(admitted), rolled_back, .. } => {
             let policy = admitted.policy.label().to_string();
             src.ctx.metrics.policy_loaded(source, true);
-            if rp.spec.mode == PolicyMode::Shadow {
-                check_shadows_with_schemas(&src, admitted);
-            }
             let n = super::swapped(&src, &admitted.parent_kind(), |p| {
                 decides(&src.ctx, admitted, p) || src.ctx.registry.concerns(&key, p)
             })
