@@ -104,3 +104,26 @@ impl ShadowSplit {
         self.seconds / self.decisions.max(1.0)
     }
 }
+
+/// The reconciles an operator cut short to run again soon, from its metrics
+/// (`podset_reconciles_deferred_total`): each is a parent decided later than it could
+/// have been, by the retry's delay at least.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Deferrals {
+    /// Its cache had not seen its own last status write (again in 50 ms).
+    pub behind: f64,
+    /// The parent changed under the decision (again in 200 ms).
+    pub conflict: f64,
+}
+
+impl Deferrals {
+    pub fn of(metrics: &str) -> Deferrals {
+        let reason =
+            |r: &str| common::sum_metric(metrics, "podset_reconciles_deferred_total", &format!(r#"reason="{r}""#));
+        Deferrals { behind: reason("behind"), conflict: reason("conflict") }
+    }
+
+    pub fn minus(&self, before: &Deferrals) -> Deferrals {
+        Deferrals { behind: self.behind - before.behind, conflict: self.conflict - before.conflict }
+    }
+}

@@ -11,7 +11,7 @@ use podset_test_support as common;
 
 use crate::at_size::{Alone, isolated_decisions};
 use crate::machine::{Resident, component_cpu, component_pid, cpu_seconds, rss};
-use crate::metrics::Decisions;
+use crate::metrics::{Decisions, Deferrals};
 use crate::peer::{Peer, apiserver_writes, controller_writes};
 use crate::queueing::{self, Jumped};
 use crate::round::{bench_namespace, create_all, drop_namespace, kcm_rate};
@@ -231,7 +231,8 @@ pub async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
     let mut jumped = None;
     for &n in &s.curve {
         let rounds = s.curve_rounds_at(n);
-        let mut point = CurvePoint { n, peer: Vec::new(), ours: Vec::new(), kcm_rss: 0.0, ours_rss: 0.0 };
+        let mut point =
+            CurvePoint { n, peer: Vec::new(), ours: Vec::new(), deferred: Vec::new(), kcm_rss: 0.0, ours_rss: 0.0 };
         for r in 0..rounds {
             let mut order = [Peer::PodSet, Peer::ReplicaSet];
             if r % 2 == 1 {
@@ -250,7 +251,9 @@ pub async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
                 let mut op =
                     common::Operator::spawn_shard("bench-curve", label, &[&policy], &common::kubeconfig_path(), &[]);
                 op.ready().await;
+                let before = Deferrals::of(&op.metrics().await);
                 let (figures, ns) = curve_point(client, peer, op.pid(), label, n).await;
+                let deferred = Deferrals::of(&op.metrics().await).minus(&before);
                 point.ours_rss = point.ours_rss.max(rss(op.pid()));
                 // At the largest size, once: a new PodSet while a restarted operator
                 // re-decides them all.
@@ -261,8 +264,15 @@ pub async fn curve(client: &Client, s: &Sizes, label: &str) -> Table {
                 }
                 drop(op);
                 drop_namespace(client, &ns).await;
-                eprintln!("curve {n}, round {}: PodSet {figures}", r + 1);
+                eprintln!(
+                    "curve {n}, round {}: PodSet {figures}; reconciles deferred: {} behind a status write, {} after a \
+                     conflict",
+                    r + 1,
+                    deferred.behind,
+                    deferred.conflict
+                );
                 point.ours.push(figures);
+                point.deferred.push(deferred);
             }
         }
         eprintln!("curve {n}: RSS {:.1} vs {:.1} MiB", point.kcm_rss, point.ours_rss);
@@ -278,6 +288,8 @@ pub struct CurvePoint {
     pub n: usize,
     pub peer: Vec<CurveRound>,
     pub ours: Vec<CurveRound>,
+    /// Our reconciles cut short in each of our rounds.
+    pub deferred: Vec<Deferrals>,
     pub kcm_rss: f64,
     pub ours_rss: f64,
 }
@@ -291,7 +303,7 @@ pub fn curve_table(s: &Sizes, points: &[CurvePoint], jumped: Option<Jumped>) -> 
         s.curve.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "),
         s.curve_rounds_said()
     ));
-    for CurvePoint { n, peer, ours, kcm_rss, ours_rss } in points {
+    for CurvePoint { n, peer, ours, deferred, kcm_rss, ours_rss } in points {
         let at = |what: &str| format!("{n} objects: {what}");
         let med = |v: &[CurveRound], f: fn(&CurveRound) -> f64| median(v, &f);
         let time = |p: &CurveRound| p.converge;
@@ -325,6 +337,20 @@ pub fn curve_table(s: &Sizes, points: &[CurvePoint], jumped: Option<Jumped>) -> 
             None,
         );
         t.ratio(&at("RSS"), *kcm_rss, *ours_rss, Unit::MiB, None);
+        // Each deferral decides a parent 50 or 200 ms later than it could have been: beside
+        // the time, how often that happened.
+        t.alone(
+            &at("our reconciles cut short per round: the cache behind our own status write (again in 50 ms)"),
+            median(deferred, &|d: &Deferrals| d.behind),
+            Unit::Count,
+            None,
+        );
+        t.alone(
+            &at("… the parent changed under the decision (again in 200 ms)"),
+            median(deferred, &|d: &Deferrals| d.conflict),
+            Unit::Count,
+            None,
+        );
     }
     if let Some(Jumped { first_pod, before, swept, sweep }) = jumped {
         t.alone(

@@ -86,6 +86,27 @@ pub struct LoadLabels {
     pub result: String,
 }
 
+/// Why a reconcile stopped short, to run again soon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deferred {
+    /// The parents' cache had not yet seen this replica's last status write.
+    Behind,
+    /// The parent changed under the decision.
+    Conflict,
+    /// The parent's policy was still loading.
+    Loading,
+}
+
+impl Deferred {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Deferred::Behind => "behind",
+            Deferred::Conflict => "conflict",
+            Deferred::Loading => "loading",
+        }
+    }
+}
+
 pub struct Metrics {
     pub registry: Registry,
     /// What was registered, as registered: the metrics reference is generated from it
@@ -93,6 +114,7 @@ pub struct Metrics {
     pub described: Vec<Described>,
     reconciles: Counter,
     reconcile_failures: Family<ReasonLabels, Counter>,
+    reconciles_deferred: Family<ReasonLabels, Counter>,
     reconcile_duration: Histogram,
     decision_duration: Family<ChildrenLabels, Histogram, fn() -> Histogram>,
     decision_cpu: Family<ChildrenLabels, Histogram, fn() -> Histogram>,
@@ -176,6 +198,7 @@ impl Default for Metrics {
         let m = Metrics {
             reconciles: Counter::default(),
             reconcile_failures: Family::default(),
+            reconciles_deferred: Family::default(),
             reconcile_duration: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
             decision_duration: Family::new_with_constructor(decision_buckets),
             decision_cpu: Family::new_with_constructor(decision_buckets),
@@ -209,6 +232,15 @@ impl Default for Metrics {
         };
         registry.add("reconciles", "Reconciles run", None, m.reconciles.clone());
         registry.add("reconcile_failures", "Reconciles failed, by error", None, m.reconcile_failures.clone());
+        registry.add(
+            "reconciles_deferred",
+            "Reconciles cut short to run again soon, by reason: behind (the cache had not yet seen this \
+             replica's last status write: nothing decided; again in 50 ms), conflict (the parent changed under the \
+             decision: its status write was refused, or a re-decision about to write found another version on the \
+             API server; again in 200 ms), loading (the parent's policy was still loading; again in 1 s)",
+            None,
+            m.reconciles_deferred.clone(),
+        );
         registry.add("reconcile_duration", "Reconcile duration", Some(Unit::Seconds), m.reconcile_duration.clone());
         registry.add(
             "policy_decision_duration",
@@ -378,6 +410,11 @@ impl Metrics {
 
     pub fn reconcile_failed(&self, reason: &str) {
         self.reconcile_failures.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
+    }
+
+    /// A reconcile stopped short, to run again soon (see `reconciles_deferred`).
+    pub fn deferred(&self, reason: Deferred) {
+        self.reconciles_deferred.get_or_create(&ReasonLabels { reason: reason.as_str().into() }).inc();
     }
 
     /// A decision made in `spent.len()` calls, each `spent`, about `children` children.

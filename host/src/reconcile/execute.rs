@@ -26,6 +26,7 @@ use crate::kubernetes::ledger::{Entry, LedgerKind};
 use crate::kubernetes::object::Object;
 use crate::kubernetes::scope::api_for;
 use crate::kubernetes::store::controller_uid;
+use crate::metrics::Deferred;
 use crate::reconcile::context::Context;
 use crate::reconcile::error::{ChildAction, Error, Result};
 use crate::registry::Admitted;
@@ -57,6 +58,7 @@ pub async fn execute(
     // only when a re-decision writes (a replacement, a phase's step), never at steady state.
     if observed.redecision && checked.writes_others() && !held_as_cached(&parent_api, parent).await? {
         tracing::debug!("the API server holds another version of the parent, or none: nothing written");
+        ctx.metrics.deferred(Deferred::Conflict);
         return Ok(AFTER_CONFLICT);
     }
     // Named by the host, alike on every replica: a create delivered late meets its twin.
@@ -118,6 +120,7 @@ pub async fn execute(
         let progress = progress::of(&checked, observed);
         let next = status::next(parent, Ended::Decided { status: checked.status, digest: &digest, progress });
         if status::write(&ctx.client, &ctx.written, &observed.parent_ref(), parent, next).await? == Outcome::Conflict {
+            ctx.metrics.deferred(Deferred::Conflict);
             return Ok(AFTER_CONFLICT);
         }
     }

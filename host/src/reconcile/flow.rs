@@ -23,6 +23,7 @@ use crate::conditions::{POLICY_FAILED, RECONCILE_FAILED};
 use crate::kubernetes::events::{Origin, event};
 use crate::kubernetes::object::Object;
 use crate::kubernetes::scope::api_for;
+use crate::metrics::Deferred;
 use crate::registry::{Admitted, Registry, Selection};
 
 /// Backoff after a failed reconcile: doubles from `BACKOFF_BASE` up to `BACKOFF_MAX`,
@@ -83,6 +84,7 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Again> {
             if a.resolved.finalizer.as_ref().is_some_and(|f| parent.finalizers().contains(f)));
         if matches!(selection, Selection::Loading) {
             // A policy loading (the operator just started) may have a finalizer to go first.
+            ctx.metrics.deferred(Deferred::Loading);
             return Ok(Again::After(LOADING_RETRY));
         }
         if !policy_first {
@@ -99,7 +101,10 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Again> {
     }
     let admitted = match selection {
         Selection::Ready(a) => a,
-        Selection::Loading => return Ok(Again::After(LOADING_RETRY)),
+        Selection::Loading => {
+            ctx.metrics.deferred(Deferred::Loading);
+            return Ok(Again::After(LOADING_RETRY));
+        }
         Selection::Unavailable(why) => {
             // Looked at: its retries are re-decisions, behind new work.
             kind.decided.record(&parent);
@@ -128,6 +133,7 @@ async fn reconcile_inner(key: &ParentRef, kc: &KindContext) -> Result<Again> {
     // keeps its state there, and would redo a step from the state before it.
     if ctx.written.is_behind(key, parent.metadata.resource_version.as_deref().unwrap_or_default()) {
         tracing::debug!("the cache has not seen the last status write yet; deciding again shortly");
+        ctx.metrics.deferred(Deferred::Behind);
         return Ok(Again::After(BEHIND_RETRY));
     }
 

@@ -323,6 +323,10 @@ async fn a_redecision_writes_no_child_for_a_parent_the_api_server_holds_no_more(
     rig.held.lock().expect("held").insert(PODSET.into(), recreated);
     let seen = rig.decide(cached.clone(), vec![pod("web-a")], true).await;
     assert_eq!(seen.iter().map(Seen::line).collect::<Vec<_>>(), [format!("GET {PODSET}")]);
+    // Each said so: a reconcile cut short by a conflict, to run again soon.
+    let conflicts =
+        || common::sum_metric(&rig.ctx.metrics.encode(), "podset_reconciles_deferred_total", r#"reason="conflict""#);
+    assert_eq!(conflicts(), 2.0);
 
     // Held as cached: the pods are replaced, after the one read.
     rig.held.lock().expect("held").insert(PODSET.into(), serde_json::to_value(&cached).expect("json"));
@@ -337,6 +341,7 @@ async fn a_redecision_writes_no_child_for_a_parent_the_api_server_holds_no_more(
     let seen = rig.decide(cached, vec![pod("web-a")], false).await;
     let lines: Vec<String> = seen.iter().map(Seen::line).collect();
     assert_eq!(lines, [format!("POST {PODS}"), format!("POST {PODS}")]);
+    assert_eq!(conflicts(), 2.0, "the decisions that wrote were not cut short");
 }
 
 /// The API server's refusal of a create in `ns`: being deleted (`terminating`), or over
