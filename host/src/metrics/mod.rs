@@ -95,6 +95,8 @@ pub enum Deferred {
     Conflict,
     /// The parent's policy was still loading.
     Loading,
+    /// The parent's namespace is being deleted: its creates are held.
+    Terminating,
 }
 
 impl Deferred {
@@ -103,6 +105,7 @@ impl Deferred {
             Deferred::Behind => "behind",
             Deferred::Conflict => "conflict",
             Deferred::Loading => "loading",
+            Deferred::Terminating => "terminating",
         }
     }
 }
@@ -237,7 +240,9 @@ impl Default for Metrics {
             "Reconciles cut short to run again soon, by reason: behind (the cache had not yet seen this \
              replica's last status write: nothing decided; again in 50 ms), conflict (the parent changed under the \
              decision: its status write was refused, or a re-decision about to write found another version on the \
-             API server; again in 200 ms), loading (the parent's policy was still loading; again in 1 s)",
+             API server; again in 200 ms), loading (the parent's policy was still loading; again in 1 s), \
+             terminating (the parent's namespace is being deleted: nothing created in it for 1 s after a refusal; \
+             again when that second ends)",
             None,
             m.reconciles_deferred.clone(),
         );

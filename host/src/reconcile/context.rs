@@ -14,6 +14,7 @@ use super::keys::ParentRef;
 use super::record::Recorder;
 use super::shadow::Shadows;
 use super::status::Written;
+use super::terminating::Terminating;
 use crate::crd::ReconcilePolicy;
 use crate::kubernetes::cache::CacheHealth;
 use crate::kubernetes::events::Events;
@@ -56,6 +57,8 @@ pub struct Context {
     pub registry: Registry,
     pub watches: Arc<Watches>,
     pub expectations: Arc<Expectations>,
+    /// Namespaces being deleted: their creates held for a moment after a refusal.
+    pub terminating: Terminating,
     pub written: Written,
     pub events: Events,
     pub metrics: Arc<Metrics>,
@@ -107,6 +110,7 @@ impl Context {
             engine,
             registry: Registry::default(),
             expectations: Arc::new(Expectations::default()),
+            terminating: Terminating::default(),
             written: Written::default(),
             events,
             metrics,

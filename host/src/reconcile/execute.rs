@@ -325,6 +325,11 @@ impl Act<'_> {
         let pp = PostParams { field_manager: Some(self.manager.into()), ..PostParams::default() };
         let kind = &child.resource.kind;
         let asked = child.key();
+        let in_parents_namespace = self.observed.parent.namespace().as_deref() == Some(asked.namespace.as_str());
+        // Refused a moment ago for another parent there: this one would be too.
+        if in_parents_namespace && self.ctx.terminating.held(&asked.namespace).is_some() {
+            return Err(Error::NamespaceTerminating(asked.namespace));
+        }
         match self.api(&child.resource, &asked).create(&pp, &child.object).await {
             Ok(created) => {
                 let key = ChildKey::new(&child.resource, &asked.namespace, &created.name_any());
@@ -343,10 +348,8 @@ impl Act<'_> {
                 Ok(asked)
             }
             // Its Event would be refused as well (an Event is a create in that namespace).
-            Err(e)
-                if namespace_terminating(&e)
-                    && self.observed.parent.namespace().as_deref() == Some(asked.namespace.as_str()) =>
-            {
+            Err(e) if in_parents_namespace && namespace_terminating(&e) => {
+                self.ctx.terminating.refused(&asked.namespace);
                 Err(Error::NamespaceTerminating(asked.namespace))
             }
             Err(e) => {

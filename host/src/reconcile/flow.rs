@@ -18,7 +18,7 @@ use super::kind::KindContext;
 use super::observe::{self, Marks, Observed};
 use super::queue::Again;
 use super::urgency::Urgency;
-use super::{check, execute, status, waves};
+use super::{check, execute, status, terminating, waves};
 use crate::conditions::{POLICY_FAILED, RECONCILE_FAILED};
 use crate::kubernetes::events::{Origin, event};
 use crate::kubernetes::object::Object;
@@ -241,10 +241,12 @@ pub async fn act(ctx: &Context, admitted: &Admitted, mut observed: Observed) -> 
         // condition, no Event, no backoff, as the ReplicaSet controller does. A namespace
         // deleted with 200 PodSets in it cost, before, 1 200 to 1 600 refused creates, each
         // reported with two refused Events and a status write (`make bench`, 2026-11-29).
-        // Each trigger of the parent (its pods going) still costs its one refused create.
+        // Its creates are held a moment (`terminating`), then decided again: were the
+        // namespace made again meanwhile, its parent would not wait for the resync.
         Err(Error::NamespaceTerminating(namespace)) => {
             tracing::debug!(%namespace, "the parent's namespace is being deleted: nothing created");
-            Ok(ctx.resync)
+            ctx.metrics.deferred(Deferred::Terminating);
+            Ok(ctx.terminating.held(&namespace).unwrap_or(terminating::HOLD))
         }
         // The API server refused a child: say so on the parent (conflicts and throttling
         // are passing, and retried without alarm). A name already taken is not: the

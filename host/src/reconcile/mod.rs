@@ -13,7 +13,8 @@
 //!
 //! [`controller`] runs a controller per parent kind served: kube-runtime's watches and
 //! caches, and a [`queue`] that hands out its parents, [`urgency`] first;
-//! [`expectations`] remember what was asked of the API server and not yet seen.
+//! [`expectations`] remember what was asked of the API server and not yet seen, and
+//! [`terminating`] the namespaces that refused a create because they are going.
 
 pub mod burst;
 pub mod caches;
@@ -40,6 +41,7 @@ pub mod slots;
 pub mod snapshot;
 pub mod status;
 pub mod syntax;
+pub mod terminating;
 pub mod translate;
 pub mod urgency;
 pub mod waves;

@@ -22,6 +22,7 @@ use podset_host::metrics::Metrics;
 use podset_host::reconcile::expectations::InFlight;
 use podset_host::reconcile::observe::{Marks, Observation, Observed};
 use podset_host::reconcile::status::DIGEST_FIELD;
+use podset_host::reconcile::terminating::HOLD;
 use podset_host::reconcile::{Context, ContextSettings, act};
 use podset_host::registry::Admitted;
 use podset_host::sandbox::{Limits, PolicyEngine};
@@ -324,9 +325,7 @@ async fn a_redecision_writes_no_child_for_a_parent_the_api_server_holds_no_more(
     let seen = rig.decide(cached.clone(), vec![pod("web-a")], true).await;
     assert_eq!(seen.iter().map(Seen::line).collect::<Vec<_>>(), [format!("GET {PODSET}")]);
     // Each said so: a reconcile cut short by a conflict, to run again soon.
-    let conflicts =
-        || common::sum_metric(&rig.ctx.metrics.encode(), "podset_reconciles_deferred_total", r#"reason="conflict""#);
-    assert_eq!(conflicts(), 2.0);
+    assert_eq!(deferred(&rig.ctx.metrics, "conflict"), 2.0);
 
     // Held as cached: the pods are replaced, after the one read.
     rig.held.lock().expect("held").insert(PODSET.into(), serde_json::to_value(&cached).expect("json"));
@@ -341,11 +340,16 @@ async fn a_redecision_writes_no_child_for_a_parent_the_api_server_holds_no_more(
     let seen = rig.decide(cached, vec![pod("web-a")], false).await;
     let lines: Vec<String> = seen.iter().map(Seen::line).collect();
     assert_eq!(lines, [format!("POST {PODS}"), format!("POST {PODS}")]);
-    assert_eq!(conflicts(), 2.0, "the decisions that wrote were not cut short");
+    assert_eq!(deferred(&rig.ctx.metrics, "conflict"), 2.0, "the decisions that wrote were not cut short");
 }
 
 /// The API server's refusal of a create in `ns`: being deleted (`terminating`), or over
 /// its quota.
+/// Reconciles cut short for `reason`, as counted in `metrics`.
+fn deferred(metrics: &Metrics, reason: &str) -> f64 {
+    common::sum_metric(&metrics.encode(), "podset_reconciles_deferred_total", &format!(r#"reason="{reason}""#))
+}
+
 fn forbidden(ns: &str, terminating: bool) -> Value {
     let (message, causes) = if terminating {
         let message = format!("unable to create new content in namespace {ns} because it is being terminated");
@@ -367,25 +371,46 @@ async fn a_create_refused_because_the_parents_namespace_goes_is_no_failure() {
     let (result, seen) = rig.attempt(podset(2, json!({}), Some(&rig.digest())), Vec::new(), false).await;
     // The first create of the slow start, refused; no condition written on the parent.
     assert_eq!(seen.iter().map(Seen::line).collect::<Vec<_>>(), [format!("POST {PODS}")]);
-    assert_eq!(result.expect("not a failure"), rig.ctx.resync, "looked at again at the resync");
+    let again = result.expect("not a failure");
+    assert!(again <= HOLD, "decided again once the hold ends, not at the resync: {again:?}");
 
-    // Another refusal of the same code is a failure: condition, Events, error.
+    // Another parent there, decided within the hold: its create is not sent.
+    let mut other = podset(2, json!({}), Some(&rig.digest()));
+    other.metadata.name = Some("db".into());
+    other.metadata.uid = Some("uid-db".into());
+    let (result, seen) = rig.attempt(other.clone(), Vec::new(), false).await;
+    assert_eq!(seen.iter().map(Seen::line).collect::<Vec<_>>(), Vec::<String>::new(), "nothing sent");
+    let again = result.expect("not a failure");
+    assert!(again <= HOLD, "{again:?}");
+    assert_eq!(deferred(&rig.ctx.metrics, "terminating"), 2.0);
+
+    // The hold ended, the namespace made again: the create is sent, and made.
+    tokio::time::sleep(again).await;
+    rig.refused.lock().expect("refused").clear();
+    let (result, seen) = rig.attempt(other, Vec::new(), false).await;
+    assert_eq!(seen.first().map(Seen::line), Some(format!("POST {PODS}")), "{seen:?}");
+    assert!(result.is_ok(), "{result:?}");
+}
+
+#[tokio::test]
+async fn a_create_refused_for_another_reason_is_a_failure() {
+    let rig = Rig::new();
     rig.refused.lock().expect("refused").insert(PODS.into(), forbidden("ns", false));
     let (result, seen) = rig.attempt(podset(2, json!({}), Some(&rig.digest())), Vec::new(), false).await;
+    // Condition, Events, error.
     let lines: Vec<String> = seen.iter().map(Seen::line).collect();
     assert_eq!(lines, [format!("POST {PODS}"), format!("PUT {PODSET}/status")]);
     let conditions = seen[1].body["status"]["conditions"].as_array().cloned().unwrap_or_default();
     let failed = conditions.iter().find(|c| c["type"] == json!(RECONCILE_FAILED)).expect("the condition");
     assert_eq!(failed["reason"], json!("FailedCreate"), "{failed:?}");
     assert!(result.is_err_and(|e| e.metric_label() == "FailedCreate"));
-    // Its two Events are the first published: the refusal in a namespace being deleted,
-    // queued before them, published none.
     let events = rig.events(2).await;
     let mut reasons: Vec<&str> = events.iter().map(|e| e.body["reason"].as_str().unwrap_or_default()).collect();
     reasons.sort_unstable();
     assert_eq!(reasons, ["FailedCreate", "ReconcileFailed"]);
     let notes: Vec<&str> = events.iter().map(|e| e.body["note"].as_str().unwrap_or_default()).collect();
     assert!(notes.iter().all(|n| n.contains("exceeded quota")), "{notes:?}");
+    assert_eq!(deferred(&rig.ctx.metrics, "terminating"), 0.0);
 }
 
 /// The Reloader policy (contract 0.4 lookups) against caches holding a Deployment
