@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
 
@@ -65,6 +65,12 @@ pub struct ResponseStatus {
 impl Entry {
     pub fn succeeded(&self) -> bool {
         (200..300).contains(&self.response_status.code)
+    }
+
+    /// How long the API server took to answer it (arrival to response).
+    pub fn latency(&self) -> Option<Duration> {
+        let at = |t: &str| humantime::parse_rfc3339(t).ok();
+        at(&self.stage_timestamp)?.duration_since(at(&self.request_received_timestamp)?).ok()
     }
 
     /// A write to `resource` (no subresource) in `namespace`.
@@ -220,5 +226,7 @@ mod tests {
         assert_eq!(names(audit.since(&mark)), ["logged-late", "arrived-after"]);
         assert_eq!(names(audit.arrived_since(&mark)), ["arrived-after"]);
         assert_eq!(writes_by(&audit.arrived_since(&mark), OPERATOR_USER).count(), 1);
+        let answered_in: Vec<_> = audit.since(&mark).iter().map(Entry::latency).collect();
+        assert_eq!(answered_in, [Some(Duration::from_millis(3)); 2]);
     }
 }

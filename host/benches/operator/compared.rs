@@ -51,6 +51,19 @@ const VERSUS_REPLICASETS: &[Row] = &[
     // says the controller's writes slowed everyone's.
     Row::medians("… until the last new pod was ready", |r| secs(r.up_pods_ready), Unit::Seconds),
     Row::medians("… API server CPU per object while scaling up", |r| r.up_apiserver_cpu * 1e3, Unit::MsCpu),
+    // The measured reason beside a slower convergence: the API server answering the
+    // steps both controllers' objects go through (audit log, medians while converging).
+    Row::medians("API server answering the scheduler's bindings (median)", |r| r.shared.bindings, Unit::Millis)
+        .each_round(),
+    Row::medians("… the simulated node's pod status writes", |r| r.shared.node_writes, Unit::Millis).each_round(),
+    Row::medians("… the controller's pod creates", |r| r.shared.pod_creates, Unit::Millis),
+    // What deleting a namespace of them costs: a pod the namespace controller removes
+    // prompts a replacement, which the API server refuses.
+    Row::medians(
+        "pod creates refused per object while their namespace is deleted",
+        |r| r.refused_on_delete,
+        Unit::Count,
+    ),
 ];
 
 /// PodSet against the ReplicaSet controller.

@@ -46,6 +46,7 @@ mod round;
 mod rounds;
 mod scale;
 mod seeds;
+mod shared;
 mod sizes;
 mod stats;
 mod table;

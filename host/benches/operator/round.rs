@@ -12,6 +12,7 @@ use podset_test_support as common;
 use crate::machine::{Machine, component_cpu, component_pid, cpu_seconds};
 use crate::metrics::{Decisions, ShadowSplit, Split};
 use crate::peer::{Peer, apiserver_writes, controller_writes};
+use crate::shared::{Shared, Since};
 use crate::sizes::Sizes;
 use crate::stats::sorted;
 use crate::watch::{T, pods_gone, pods_ready, settle, until_all};
@@ -60,6 +61,12 @@ pub struct Round {
     pub few_pods: Decisions,
     /// What the shadow did during the round, when there was one.
     pub shadow: ShadowSplit,
+    /// How fast the API server answered the steps the objects share with the scheduler
+    /// and the node while they converged.
+    pub shared: Shared,
+    /// Pod creates the API server refused while the round's namespace was deleted, per
+    /// object (set by the caller, who deletes it).
+    pub refused_on_delete: f64,
 }
 
 /// Creates every object at once; when each create returned, from `since`, by name.
@@ -127,6 +134,7 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
     let others = || [cpu_seconds(kcm), component_cpu("kube-scheduler"), component_cpu("node-sim")];
     let others_before = others();
     let machine_before = Machine::now();
+    let audit = Since::now();
     let started = Instant::now();
     let (created, settled) = create_and_converge(client, peer, ns, s, started).await;
     let per_object = sorted(settled.values().copied());
@@ -148,6 +156,7 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
     let spent = |i: usize| (others_after[i] - others_before[i]) / s.objects as f64;
     let kcm_beside_cpu = if controller == kcm { 0.0 } else { spent(0) };
     let (scheduler_cpu, node_cpu) = (spent(1), spent(2));
+    let shared = Shared::of(&audit.entries(), ns);
 
     let (mut down, mut down_pods_gone, mut up, mut up_pods_ready, mut up_apiserver_cpu) =
         (Duration::ZERO, Duration::ZERO, Duration::ZERO, Duration::ZERO, 0.0);
@@ -201,6 +210,8 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
         split: Split::default(),
         few_pods: Decisions::default(),
         shadow: ShadowSplit::default(),
+        shared,
+        refused_on_delete: 0.0,
     }
 }
 

@@ -14,6 +14,7 @@ use crate::machine::{component_pid, rss};
 use crate::metrics::{Decisions, ShadowSplit, Split};
 use crate::peer::{Peer, Who, apiserver_writes};
 use crate::round::{Round, bench_namespace, drop_namespace, kcm_rate, round};
+use crate::shared::{Since, refused_creates};
 use crate::sizes::Sizes;
 use crate::table::Table;
 
@@ -177,8 +178,16 @@ async fn alternating_rounds(client: &Client, s: &Sizes, c: &mut Contenders) -> R
                     swap = Some(hot_swap(client, &ns, file, good, canary, s.objects, s.replicas).await);
                 }
             }
-            rounds.entry(who).or_default().push(result);
+            let deleting = Since::now();
             drop_namespace(client, &ns).await;
+            result.refused_on_delete = refused_creates(&deleting.entries(), &ns) as f64 / s.objects as f64;
+            eprintln!(
+                "round {} {who:?}: {}; {:.1} pod creates refused per object while the namespace was deleted",
+                r + 1,
+                result.shared,
+                result.refused_on_delete
+            );
+            rounds.entry(who).or_default().push(result);
         }
     }
     // The same, once, at the controller manager's default client rate (20 QPS, burst 30).

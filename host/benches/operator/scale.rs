@@ -15,6 +15,7 @@ use crate::metrics::{Decisions, Deferrals};
 use crate::peer::{Peer, apiserver_writes, controller_writes};
 use crate::queueing::{self, Jumped};
 use crate::round::{bench_namespace, create_all, drop_namespace, kcm_rate};
+use crate::shared::{Shared, Since};
 use crate::sizes::{CURVE_REPLICAS, Sizes};
 use crate::stats::{lowest_first, median};
 use crate::table::{Table, Unit};
@@ -336,6 +337,21 @@ pub fn curve_table(s: &Sizes, points: &[CurvePoint], jumped: Option<Jumped>) -> 
             Unit::MsCpu,
             None,
         );
+        // … and what the API server made of the steps both go through.
+        t.ratio(
+            &at("API server answering the scheduler's bindings (median)"),
+            med(peer, |p| p.shared.bindings),
+            med(ours, |p| p.shared.bindings),
+            Unit::Millis,
+            None,
+        );
+        t.ratio(
+            &at("… the simulated node's pod status writes"),
+            med(peer, |p| p.shared.node_writes),
+            med(ours, |p| p.shared.node_writes),
+            Unit::Millis,
+            None,
+        );
         t.ratio(&at("RSS"), *kcm_rss, *ours_rss, Unit::MiB, None);
         // Each deferral decides a parent 50 or 200 ms later than it could have been: beside
         // the time, how often that happened.
@@ -382,6 +398,8 @@ pub struct CurveRound {
     /// follows the CPU the cluster spends: this row says whose.
     pub apiserver_cpu: f64,
     pub controller_cpu: f64,
+    /// How fast the API server answered the steps shared with the scheduler and the node.
+    pub shared: Shared,
 }
 
 impl std::fmt::Display for CurveRound {
@@ -389,13 +407,14 @@ impl std::fmt::Display for CurveRound {
         write!(
             f,
             "converged in {:.2} s (the first object at {:.2} s, half of them at {:.2} s), {:.2} writes, API server \
-             {:.1} ms CPU, controller {:.1} ms CPU per object",
+             {:.1} ms CPU, controller {:.1} ms CPU per object; {}",
             self.converge,
             self.first,
             self.half,
             self.writes,
             self.apiserver_cpu * 1e3,
-            self.controller_cpu * 1e3
+            self.controller_cpu * 1e3,
+            self.shared
         )
     }
 }
@@ -409,6 +428,7 @@ async fn curve_point(client: &Client, peer: Peer, controller: u32, label: &str, 
     let names: Vec<String> = (0..n).map(|i| format!("c-{i:05}")).collect();
     let before = apiserver_writes(client).await;
     let (apiserver_before, controller_before) = (component_cpu("kube-apiserver"), cpu_seconds(controller));
+    let audit = Since::now();
     let started = Instant::now();
     for chunk in names.chunks(200) {
         create_all(&api, peer, chunk, CURVE_REPLICAS, started).await;
@@ -429,6 +449,7 @@ async fn curve_point(client: &Client, peer: Peer, controller: u32, label: &str, 
         writes: per(writes),
         apiserver_cpu: per(component_cpu("kube-apiserver") - apiserver_before),
         controller_cpu: per(cpu_seconds(controller) - controller_before),
+        shared: Shared::of(&audit.entries(), &ns),
     };
     (round, ns)
 }
