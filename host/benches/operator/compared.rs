@@ -26,6 +26,8 @@ const VERSUS_REPLICASETS: &[Row] = &[
     // What the writes cost the control plane: with about as many writes, a ratio above
     // the writes' says each of ours costs more.
     Row::medians("API server CPU per object while converging", |r| r.apiserver_cpu * 1e3, Unit::MsCpu),
+    Row::medians("… memory it allocated per object", |r| r.apiserver_heap.allocated / 1e6, Unit::MB),
+    Row::medians("… its garbage collector's CPU per object", |r| r.apiserver_heap.gc_cpu * 1e3, Unit::MsCpu),
     Row::medians("etcd CPU per object while converging", |r| r.etcd_cpu * 1e3, Unit::MsCpu),
     Row::medians(
         "controller CPU per object while converging (the peer: the whole controller manager)",

@@ -172,6 +172,37 @@ pub async fn apiserver_writes(client: &Client) -> HashMap<(String, String), f64>
     out
 }
 
+/// What the API server's Go runtime has allocated (bytes) and spent on garbage
+/// collection (CPU seconds) since it started: with about as much CPU per object in
+/// both contenders' rounds but its answers slower in ours (2026-11-30), whether each of
+/// our objects costs it more allocation, and so more of the collector's time, which
+/// every request then waits behind.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Heap {
+    pub allocated: f64,
+    pub gc_cpu: f64,
+}
+
+impl Heap {
+    pub async fn now(client: &Client) -> Heap {
+        let req = http::Request::get("/metrics").body(Vec::new()).expect("request");
+        let text = client.request_text(req).await.expect("the API server's /metrics");
+        let value = |metric: &str| {
+            text.lines().find_map(|l| l.strip_prefix(metric)?.strip_prefix(' ')?.parse::<f64>().ok()).unwrap_or(0.0)
+        };
+        Heap {
+            allocated: value("go_memstats_alloc_bytes_total"),
+            gc_cpu: value("go_cpu_classes_gc_total_cpu_seconds_total"),
+        }
+    }
+
+    /// What was spent from `before` to this, per one of `objects`.
+    pub fn per_object_since(&self, before: &Heap, objects: usize) -> Heap {
+        let n = objects.max(1) as f64;
+        Heap { allocated: (self.allocated - before.allocated) / n, gc_cpu: (self.gc_cpu - before.gc_cpu) / n }
+    }
+}
+
 /// The controller's writes between `before` and `after`, in the order of [`Peer::writes`].
 pub fn controller_writes(
     peer: Peer,

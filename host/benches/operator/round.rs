@@ -11,7 +11,7 @@ use podset_test_support as common;
 
 use crate::machine::{Machine, component_cpu, component_pid, cpu_seconds};
 use crate::metrics::{Decisions, ShadowSplit, Split};
-use crate::peer::{Peer, apiserver_writes, controller_writes};
+use crate::peer::{Heap, Peer, apiserver_writes, controller_writes};
 use crate::shared::{Shared, Since};
 use crate::sizes::Sizes;
 use crate::stats::sorted;
@@ -30,6 +30,8 @@ pub struct Round {
     pub writes_by_resource: [f64; 4],
     /// CPU seconds the API server and etcd spent while it converged, per object.
     pub apiserver_cpu: f64,
+    /// What the API server allocated and spent collecting meanwhile, per object.
+    pub apiserver_heap: Heap,
     pub etcd_cpu: f64,
     /// CPU seconds the controller spent meanwhile, per object: the operator, or the
     /// whole controller manager for the ReplicaSet controller.
@@ -129,6 +131,7 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
     let names = names(s);
     let before = apiserver_writes(client).await;
     let (apiserver_before, etcd_before) = (component_cpu("kube-apiserver"), component_cpu("etcd"));
+    let heap_before = Heap::now(client).await;
     let controller_before = cpu_seconds(controller);
     let kcm = component_pid("kube-controller-manager");
     let others = || [cpu_seconds(kcm), component_cpu("kube-scheduler"), component_cpu("node-sim")];
@@ -149,6 +152,7 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
     let writes_by_resource =
         controller_writes(peer, &before, &apiserver_writes(client).await).map(|w| w / s.objects as f64);
     let apiserver_cpu = (component_cpu("kube-apiserver") - apiserver_before) / s.objects as f64;
+    let apiserver_heap = Heap::now(client).await.per_object_since(&heap_before, s.objects);
     let etcd_cpu = (component_cpu("etcd") - etcd_before) / s.objects as f64;
     let controller_cpu = (cpu_seconds(controller) - controller_before) / s.objects as f64;
     let machine_cpu = Machine::now().busy_since(&machine_before) / s.objects as f64;
@@ -195,6 +199,7 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
         writes_per_object,
         writes_by_resource,
         apiserver_cpu,
+        apiserver_heap,
         etcd_cpu,
         controller_cpu,
         kcm_beside_cpu,

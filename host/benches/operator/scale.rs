@@ -12,7 +12,7 @@ use podset_test_support as common;
 use crate::at_size::{Alone, isolated_decisions};
 use crate::machine::{Resident, component_cpu, component_pid, cpu_seconds, rss};
 use crate::metrics::{Decisions, Deferrals};
-use crate::peer::{Peer, apiserver_writes, controller_writes};
+use crate::peer::{Heap, Peer, apiserver_writes, controller_writes};
 use crate::queueing::{self, Jumped};
 use crate::round::{bench_namespace, create_all, drop_namespace, kcm_rate};
 use crate::shared::{Shared, Since};
@@ -329,6 +329,20 @@ pub fn curve_table(s: &Sizes, points: &[CurvePoint], jumped: Option<Jumped>) -> 
             Unit::MsCpu,
             None,
         );
+        t.ratio(
+            &at("… memory it allocated per object"),
+            med(peer, |p| p.apiserver_heap.allocated / 1e6),
+            med(ours, |p| p.apiserver_heap.allocated / 1e6),
+            Unit::MB,
+            None,
+        );
+        t.ratio(
+            &at("… its garbage collector's CPU per object"),
+            med(peer, |p| p.apiserver_heap.gc_cpu * 1e3),
+            med(ours, |p| p.apiserver_heap.gc_cpu * 1e3),
+            Unit::MsCpu,
+            None,
+        );
         // The measured reason beside a miss: what the controller itself cost the two cores.
         t.ratio(
             &at("controller CPU per object (ours: the operator; theirs: the whole controller manager)"),
@@ -398,6 +412,8 @@ pub struct CurveRound {
     /// follows the CPU the cluster spends: this row says whose.
     pub apiserver_cpu: f64,
     pub controller_cpu: f64,
+    /// What the API server allocated and spent collecting, per object.
+    pub apiserver_heap: Heap,
     /// How fast the API server answered the steps shared with the scheduler and the node.
     pub shared: Shared,
 }
@@ -407,12 +423,14 @@ impl std::fmt::Display for CurveRound {
         write!(
             f,
             "converged in {:.2} s (the first object at {:.2} s, half of them at {:.2} s), {:.2} writes, API server \
-             {:.1} ms CPU, controller {:.1} ms CPU per object; {}",
+             {:.1} ms CPU ({:.2} MB allocated, {:.1} ms collecting), controller {:.1} ms CPU per object; {}",
             self.converge,
             self.first,
             self.half,
             self.writes,
             self.apiserver_cpu * 1e3,
+            self.apiserver_heap.allocated / 1e6,
+            self.apiserver_heap.gc_cpu * 1e3,
             self.controller_cpu * 1e3,
             self.shared
         )
@@ -429,6 +447,7 @@ async fn curve_point(client: &Client, peer: Peer, controller: u32, label: &str, 
     let before = apiserver_writes(client).await;
     let (apiserver_before, controller_before) = (component_cpu("kube-apiserver"), cpu_seconds(controller));
     let audit = Since::now();
+    let heap_before = Heap::now(client).await;
     let started = Instant::now();
     for chunk in names.chunks(200) {
         create_all(&api, peer, chunk, CURVE_REPLICAS, started).await;
@@ -448,6 +467,7 @@ async fn curve_point(client: &Client, peer: Peer, controller: u32, label: &str, 
         half: at(0.5),
         writes: per(writes),
         apiserver_cpu: per(component_cpu("kube-apiserver") - apiserver_before),
+        apiserver_heap: Heap::now(client).await.per_object_since(&heap_before, n),
         controller_cpu: per(cpu_seconds(controller) - controller_before),
         shared: Shared::of(&audit.entries(), &ns),
     };
