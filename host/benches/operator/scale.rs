@@ -295,6 +295,26 @@ pub struct CurvePoint {
     pub ours_rss: f64,
 }
 
+/// A row of a point of the curve: its label, what it reads of a round, how it is written.
+type CurveRow = (&'static str, fn(&CurveRound) -> f64, Unit);
+
+/// The rows of each point of the curve beneath its time, the peer's median against ours.
+const COMPARED: &[CurveRow] = &[
+    ("API writes per object", |p| p.writes, Unit::Count),
+    ("API server CPU per object", |p| p.apiserver_cpu * 1e3, Unit::MsCpu),
+    ("… memory it allocated per object", |p| p.apiserver_heap.allocated / 1e6, Unit::MB),
+    ("… its garbage collector's CPU per object", |p| p.apiserver_heap.gc_cpu * 1e3, Unit::MsCpu),
+    // The measured reason beside a miss: what the controller itself cost the two cores …
+    (
+        "controller CPU per object (ours: the operator; theirs: the whole controller manager)",
+        |p| p.controller_cpu * 1e3,
+        Unit::MsCpu,
+    ),
+    // … and what the API server made of the steps both go through.
+    ("API server answering the scheduler's bindings (median)", |p| p.shared.bindings, Unit::Millis),
+    ("… the simulated node's pod status writes", |p| p.shared.node_writes, Unit::Millis),
+];
+
 /// The table of the curve's points, and of the new PodSet created during the sweep at
 /// the largest.
 pub fn curve_table(s: &Sizes, points: &[CurvePoint], jumped: Option<Jumped>) -> Table {
@@ -321,51 +341,9 @@ pub fn curve_table(s: &Sizes, points: &[CurvePoint], jumped: Option<Jumped>) -> 
             &lowest_first(peer.iter().zip(ours).map(|(p, o)| o.converge / p.converge)),
             Unit::Seconds,
         );
-        t.ratio(&at("API writes per object"), med(peer, |p| p.writes), med(ours, |p| p.writes), Unit::Count, None);
-        t.ratio(
-            &at("API server CPU per object"),
-            med(peer, |p| p.apiserver_cpu * 1e3),
-            med(ours, |p| p.apiserver_cpu * 1e3),
-            Unit::MsCpu,
-            None,
-        );
-        t.ratio(
-            &at("… memory it allocated per object"),
-            med(peer, |p| p.apiserver_heap.allocated / 1e6),
-            med(ours, |p| p.apiserver_heap.allocated / 1e6),
-            Unit::MB,
-            None,
-        );
-        t.ratio(
-            &at("… its garbage collector's CPU per object"),
-            med(peer, |p| p.apiserver_heap.gc_cpu * 1e3),
-            med(ours, |p| p.apiserver_heap.gc_cpu * 1e3),
-            Unit::MsCpu,
-            None,
-        );
-        // The measured reason beside a miss: what the controller itself cost the two cores.
-        t.ratio(
-            &at("controller CPU per object (ours: the operator; theirs: the whole controller manager)"),
-            med(peer, |p| p.controller_cpu * 1e3),
-            med(ours, |p| p.controller_cpu * 1e3),
-            Unit::MsCpu,
-            None,
-        );
-        // … and what the API server made of the steps both go through.
-        t.ratio(
-            &at("API server answering the scheduler's bindings (median)"),
-            med(peer, |p| p.shared.bindings),
-            med(ours, |p| p.shared.bindings),
-            Unit::Millis,
-            None,
-        );
-        t.ratio(
-            &at("… the simulated node's pod status writes"),
-            med(peer, |p| p.shared.node_writes),
-            med(ours, |p| p.shared.node_writes),
-            Unit::Millis,
-            None,
-        );
+        for (what, f, unit) in COMPARED {
+            t.ratio(&at(what), med(peer, *f), med(ours, *f), *unit, None);
+        }
         t.ratio(&at("RSS"), *kcm_rss, *ours_rss, Unit::MiB, None);
         // Each deferral decides a parent 50 or 200 ms later than it could have been: beside
         // the time, how often that happened.
