@@ -151,10 +151,19 @@ impl Peer {
     }
 }
 
+/// The API server's /metrics, as text.
+pub async fn apiserver_metrics(client: &Client) -> String {
+    let req = http::Request::get("/metrics").body(Vec::new()).expect("request");
+    client.request_text(req).await.expect("the API server's /metrics")
+}
+
 /// The API server's own count of write requests, by (resource, subresource).
 pub async fn apiserver_writes(client: &Client) -> HashMap<(String, String), f64> {
-    let req = http::Request::get("/metrics").body(Vec::new()).expect("request");
-    let text = client.request_text(req).await.expect("the API server's /metrics");
+    writes_in(&apiserver_metrics(client).await)
+}
+
+/// The same, from /metrics read already.
+pub fn writes_in(text: &str) -> HashMap<(String, String), f64> {
     let mut out = HashMap::new();
     for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
         let Some((labels, value)) = line.rsplit_once(' ') else { continue };
@@ -184,9 +193,8 @@ pub struct Heap {
 }
 
 impl Heap {
-    pub async fn now(client: &Client) -> Heap {
-        let req = http::Request::get("/metrics").body(Vec::new()).expect("request");
-        let text = client.request_text(req).await.expect("the API server's /metrics");
+    /// From the API server's /metrics text.
+    pub fn of(text: &str) -> Heap {
         let value = |metric: &str| {
             text.lines().find_map(|l| l.strip_prefix(metric)?.strip_prefix(' ')?.parse::<f64>().ok()).unwrap_or(0.0)
         };

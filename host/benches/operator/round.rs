@@ -11,7 +11,7 @@ use podset_test_support as common;
 
 use crate::machine::{Machine, component_cpu, component_pid, cpu_seconds};
 use crate::metrics::{Decisions, ShadowSplit, Split};
-use crate::peer::{Heap, Peer, apiserver_writes, controller_writes};
+use crate::peer::{Heap, Peer, apiserver_metrics, controller_writes, writes_in};
 use crate::shared::{Shared, Since};
 use crate::sizes::Sizes;
 use crate::stats::sorted;
@@ -129,9 +129,9 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &peer.resource());
     let settling: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &peer.settles_on());
     let names = names(s);
-    let before = apiserver_writes(client).await;
     // Read before the API server's CPU: the read costs it some.
-    let heap_before = Heap::now(client).await;
+    let metrics_before = apiserver_metrics(client).await;
+    let (before, heap_before) = (writes_in(&metrics_before), Heap::of(&metrics_before));
     let (apiserver_before, etcd_before) = (component_cpu("kube-apiserver"), component_cpu("etcd"));
     let controller_before = cpu_seconds(controller);
     let kcm = component_pid("kube-controller-manager");
@@ -150,10 +150,10 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
     let idle = Machine::now().idle_since(&machine_before);
     // Writes that trail the last status (a late condition, an Event) count too.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let writes_by_resource =
-        controller_writes(peer, &before, &apiserver_writes(client).await).map(|w| w / s.objects as f64);
+    let metrics_after = apiserver_metrics(client).await;
+    let writes_by_resource = controller_writes(peer, &before, &writes_in(&metrics_after)).map(|w| w / s.objects as f64);
+    let apiserver_heap = Heap::of(&metrics_after).per_object_since(&heap_before, s.objects);
     let apiserver_cpu = (component_cpu("kube-apiserver") - apiserver_before) / s.objects as f64;
-    let apiserver_heap = Heap::now(client).await.per_object_since(&heap_before, s.objects);
     let etcd_cpu = (component_cpu("etcd") - etcd_before) / s.objects as f64;
     let controller_cpu = (cpu_seconds(controller) - controller_before) / s.objects as f64;
     let machine_cpu = Machine::now().busy_since(&machine_before) / s.objects as f64;

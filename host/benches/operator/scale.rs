@@ -12,7 +12,7 @@ use podset_test_support as common;
 use crate::at_size::{Alone, isolated_decisions};
 use crate::machine::{Resident, component_cpu, component_pid, cpu_seconds, rss};
 use crate::metrics::{Decisions, Deferrals};
-use crate::peer::{Heap, Peer, apiserver_writes, controller_writes};
+use crate::peer::{Heap, Peer, apiserver_metrics, controller_writes, writes_in};
 use crate::queueing::{self, Jumped};
 use crate::round::{bench_namespace, create_all, drop_namespace, kcm_rate};
 use crate::shared::{Shared, Since};
@@ -422,9 +422,9 @@ async fn curve_point(client: &Client, peer: Peer, controller: u32, label: &str, 
     let ns = bench_namespace(client, "bench-curve", label).await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &peer.resource());
     let names: Vec<String> = (0..n).map(|i| format!("c-{i:05}")).collect();
-    let before = apiserver_writes(client).await;
     // Read before the API server's CPU: the read costs it some.
-    let heap_before = Heap::now(client).await;
+    let metrics_before = apiserver_metrics(client).await;
+    let (before, heap_before) = (writes_in(&metrics_before), Heap::of(&metrics_before));
     let (apiserver_before, controller_before) = (component_cpu("kube-apiserver"), cpu_seconds(controller));
     let audit = Since::now();
     let started = Instant::now();
@@ -438,7 +438,8 @@ async fn curve_point(client: &Client, peer: Peer, controller: u32, label: &str, 
     let at = |share: f64| each.get((share * each.len() as f64) as usize).or(each.last()).copied().unwrap_or(converge);
     // Writes that trail the last status count too.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let writes: f64 = controller_writes(peer, &before, &apiserver_writes(client).await).iter().sum();
+    let metrics_after = apiserver_metrics(client).await;
+    let writes: f64 = controller_writes(peer, &before, &writes_in(&metrics_after)).iter().sum();
     let per = |spent: f64| spent / n as f64;
     let round = CurveRound {
         converge,
@@ -446,7 +447,7 @@ async fn curve_point(client: &Client, peer: Peer, controller: u32, label: &str, 
         half: at(0.5),
         writes: per(writes),
         apiserver_cpu: per(component_cpu("kube-apiserver") - apiserver_before),
-        apiserver_heap: Heap::now(client).await.per_object_since(&heap_before, n),
+        apiserver_heap: Heap::of(&metrics_after).per_object_since(&heap_before, n),
         controller_cpu: per(cpu_seconds(controller) - controller_before),
         shared: Shared::of(&audit.entries(), &ns),
     };

@@ -10,9 +10,9 @@
 //! bindings in 31–93 ms against 12–21 ms (the full `make bench` of 2026-11-30, its audit
 //! log read afterwards). These rows print that for every round.
 
-use std::time::Duration;
-
 use podset_test_support::audit::{AuditLog, Entry, Mark};
+
+use crate::stats::{percentile, secs, sorted};
 
 /// Medians of the API server's answer times in one round's namespace, in seconds.
 #[derive(Clone, Copy, Debug, Default)]
@@ -29,15 +29,15 @@ impl Shared {
     /// Read from `entries` about namespace `ns`.
     pub fn of(entries: &[Entry], ns: &str) -> Shared {
         let median = |subresource: Option<&str>, verbs: &[&str]| {
-            let mut answered: Vec<Duration> = entries
-                .iter()
-                .filter(|e| e.succeeded() && e.object_ref.resource == "pods")
-                .filter(|e| e.object_ref.namespace.as_deref() == Some(ns))
-                .filter(|e| e.object_ref.subresource.as_deref() == subresource && verbs.contains(&e.verb.as_str()))
-                .filter_map(Entry::latency)
-                .collect();
-            answered.sort_unstable();
-            answered.get(answered.len() / 2).map_or(0.0, Duration::as_secs_f64)
+            let answered = sorted(
+                entries
+                    .iter()
+                    .filter(|e| e.succeeded() && e.object_ref.resource == "pods")
+                    .filter(|e| e.object_ref.namespace.as_deref() == Some(ns))
+                    .filter(|e| e.object_ref.subresource.as_deref() == subresource && verbs.contains(&e.verb.as_str()))
+                    .filter_map(Entry::latency),
+            );
+            secs(percentile(&answered, 0.5))
         };
         Shared {
             bindings: median(Some("binding"), &["create"]),
