@@ -460,8 +460,11 @@ async fn curve_point(client: &Client, peer: Peer, controller: u32, label: &str, 
 async fn children_lookup(client: &Client, ns: &str, podsets: &Api<DynamicObject>) -> (Duration, Duration) {
     use podset_host::kubernetes::object::Object;
     use podset_host::kubernetes::store::{ObjectStore, controller_uid};
-    let pods: Api<Object> =
-        Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod")));
+    let pods: Api<Object> = Api::namespaced_with(
+        client.clone(),
+        ns,
+        &std::sync::Arc::new(ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"))),
+    );
     let store = ObjectStore::default();
     store.apply(kube::runtime::watcher::Event::Init);
     for pod in pods.list(&Default::default()).await.expect("list pods").items {

@@ -16,6 +16,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -83,27 +84,30 @@ impl From<DynamicObject> for Object {
     }
 }
 
+/// The kind is shared: it is the `dyntype` of every `ObjectRef` (a parent's key in the
+/// store, the work queue and its timers, the status writes, kube-runtime's predicate
+/// cache), which held five strings of its own in each of those maps.
 impl Resource for Object {
-    type DynamicType = ApiResource;
+    type DynamicType = Arc<ApiResource>;
     type Scope = DynamicResourceScope;
 
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
+    fn group(dt: &Arc<ApiResource>) -> Cow<'_, str> {
         dt.group.as_str().into()
     }
 
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
+    fn version(dt: &Arc<ApiResource>) -> Cow<'_, str> {
         dt.version.as_str().into()
     }
 
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+    fn kind(dt: &Arc<ApiResource>) -> Cow<'_, str> {
         dt.kind.as_str().into()
     }
 
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+    fn api_version(dt: &Arc<ApiResource>) -> Cow<'_, str> {
         dt.api_version.as_str().into()
     }
 
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+    fn plural(dt: &Arc<ApiResource>) -> Cow<'_, str> {
         dt.plural.as_str().into()
     }
 

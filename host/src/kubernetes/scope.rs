@@ -33,11 +33,12 @@ impl ClusterScoped {
     }
 }
 
-/// The API of `resource` in `namespace`, or cluster-wide when `None`. (An empty
-/// namespace is not "cluster-wide" to kube: it builds `/namespaces//…`, a 404.)
-pub fn api_for<K>(client: &Client, resource: &ApiResource, namespace: Option<&str>) -> Api<K>
+/// The API of `resource` (an [`ApiResource`], shared or not) in `namespace`, or
+/// cluster-wide when `None`. (An empty namespace is not "cluster-wide" to kube: it
+/// builds `/namespaces//…`, a 404.)
+pub fn api_for<K>(client: &Client, resource: &K::DynamicType, namespace: Option<&str>) -> Api<K>
 where
-    K: kube::Resource<DynamicType = ApiResource, Scope = kube::core::DynamicResourceScope>,
+    K: kube::Resource<Scope = kube::core::DynamicResourceScope>,
 {
     match namespace {
         Some(ns) if !ns.is_empty() => Api::namespaced_with(client.clone(), ns, resource),

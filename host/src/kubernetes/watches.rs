@@ -40,7 +40,7 @@ pub enum Scope {
 
 /// Where a change to a watched object is sent: the parent controller of `parent`'s kind.
 pub struct Route {
-    pub parent: ApiResource,
+    pub parent: Arc<ApiResource>,
     /// A namespaced parent's children and related objects are in its namespace; a
     /// cluster-scoped parent's anywhere.
     pub parent_namespaced: bool,
@@ -236,7 +236,7 @@ impl Watches {
 
     fn api(&self, resource: &ApiResource, cluster_scoped: bool) -> Api<Object> {
         let namespace = if cluster_scoped { None } else { self.namespace.as_deref() };
-        api_for(&self.client, resource, namespace)
+        api_for(&self.client, &Arc::new(resource.clone()), namespace)
     }
 }
 
@@ -288,7 +288,7 @@ mod tests {
         let (at_once, now) = unbounded();
         let on_child: ChildSeen = Box::new(|_, _, _, _| {});
         watched.add_route(Arc::new(Route {
-            parent: parent.clone(),
+            parent: Arc::new(parent.clone()),
             parent_namespaced,
             notify,
             at_once,
@@ -318,7 +318,7 @@ mod tests {
             controller: Some(true),
             ..Default::default()
         }]);
-        let web = ObjectRef::new_with("web", parent).within("ns");
+        let web = ObjectRef::new_with("web", Arc::new(parent)).within("ns");
 
         watched.notify(&pod.clone().into(), false);
         assert_eq!(gathered.try_recv().ok(), Some(web.clone()), "a running child's change is gathered");
@@ -350,7 +350,11 @@ mod tests {
             cm.metadata.owner_references = Some(vec![owner.clone()]);
             watched.notify(&cm.into(), false);
             let to = gathered.try_recv().expect("routed");
-            assert_eq!(to, ObjectRef::new_with("acme", parent.clone()), "from {ns}: the parent has no namespace");
+            assert_eq!(
+                to,
+                ObjectRef::new_with("acme", Arc::new(parent.clone())),
+                "from {ns}: the parent has no namespace"
+            );
         }
     }
 
@@ -369,7 +373,10 @@ mod tests {
         let mut cm = DynamicObject::new("web-config", &configmaps).within("shared");
         mark.write(&mut cm.metadata);
         watched.notify(&cm.clone().into(), false);
-        assert_eq!(gathered.try_recv().ok(), Some(ObjectRef::new_with("web", parent.clone()).within("team-a")));
+        assert_eq!(
+            gathered.try_recv().ok(),
+            Some(ObjectRef::new_with("web", Arc::new(parent.clone())).within("team-a"))
+        );
         let other_kind = Mark { kind: "Memcached".into(), ..mark };
         other_kind.write(&mut cm.metadata);
         watched.notify(&cm.into(), false);

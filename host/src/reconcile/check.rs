@@ -807,7 +807,7 @@ mod tests {
             parent.metadata.uid = Some("uid-acme".into());
             let mut o = observed(podset(1), Vec::new());
             o.parent = Arc::new(parent.into());
-            o.parent_resource = tenants();
+            o.parent_resource = Arc::new(tenants());
             o.children = children
                 .iter()
                 .map(|(r, ns, name)| {

@@ -243,7 +243,9 @@ fn desired(ctx: &Context) -> HashMap<GroupVersionKind, Shape> {
 }
 
 fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
-    let writer = reflector::store::Writer::new(shape.parent.clone());
+    // One copy of the kind for every parent's key (see `Object`'s `DynamicType`).
+    let parent = Arc::new(shape.parent.clone());
+    let writer = reflector::store::Writer::new(parent.clone());
     let writer_reader = writer.as_reader();
     let (requeue_tx, requeue_rx) = unbounded();
     let (changed_tx, changed_rx) = unbounded();
@@ -254,7 +256,7 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
     for child in shape.children.values() {
         let guard = ctx.watches.acquire(child, Scope::Children, shape.cluster_scoped.contains(child));
         let route = Arc::new(Route {
-            parent: shape.parent.clone(),
+            parent: parent.clone(),
             parent_namespaced,
             notify: changed_tx.clone(),
             at_once: requeue_tx.clone(),
@@ -270,7 +272,7 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
         for scope in [Scope::Children, Scope::Unmanaged] {
             let guard = ctx.watches.acquire(res, scope, shape.cluster_scoped.contains(res));
             let route = Arc::new(Route {
-                parent: shape.parent.clone(),
+                parent: parent.clone(),
                 parent_namespaced,
                 notify: changed_tx.clone(),
                 at_once: requeue_tx.clone(),
@@ -289,7 +291,7 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
             let guard = ctx.watches.acquire(res, scope, shape.cluster_scoped.contains(res));
             let index = lookups.clone();
             let route = Arc::new(Route {
-                parent: shape.parent.clone(),
+                parent: parent.clone(),
                 parent_namespaced,
                 notify: changed_tx.clone(),
                 at_once: requeue_tx.clone(),
@@ -301,7 +303,7 @@ fn start(ctx: &Arc<Context>, gvk: &GroupVersionKind, shape: Shape) -> Running {
         }
     }
     let state = Arc::new(KindState {
-        resource: shape.parent.clone(),
+        resource: parent.clone(),
         gvk: gvk.clone(),
         parents: writer_reader,
         health,
@@ -522,7 +524,7 @@ mod tests {
 
     fn pod_set(name: &str) -> ObjectRef<Object> {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("app.example.com", "v1alpha1", "PodSet"));
-        ObjectRef::new_with(name, resource).within("ns")
+        ObjectRef::new_with(name, Arc::new(resource)).within("ns")
     }
 
     /// Advances the paused clock by `ms` and returns what the stream emitted meanwhile.

@@ -146,7 +146,7 @@ mod tests {
     use kube::runtime::reflector::ObjectRef;
 
     fn parent(name: &str) -> ParentRef {
-        ObjectRef::new_with(name, ApiResource::erase::<crate::crd::PodSet>(&())).within("ns")
+        ObjectRef::new_with(name, std::sync::Arc::new(ApiResource::erase::<crate::crd::PodSet>(&()))).within("ns")
     }
 
     fn pod(name: &str) -> ChildKey {

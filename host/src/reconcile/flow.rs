@@ -2,6 +2,7 @@
 //! cache it reads is current, then observe → decide → check → execute → status; a
 //! failure is reported on the parent and retried with per-object backoff.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
@@ -291,7 +292,7 @@ async fn until(ctx: &Context, ready: impl std::future::Future<Output = ()>) -> b
 /// Warning Event, condition, metric. Nothing else about it changes.
 async fn report_failure(
     ctx: &Context,
-    resource: &ApiResource,
+    resource: &Arc<ApiResource>,
     parent: &Object,
     condition: &'static str,
     reason: &str,

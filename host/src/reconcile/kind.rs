@@ -25,7 +25,7 @@ pub struct KindContext {
 /// A running parent kind: its parents' cache, its caches of children and related
 /// objects, and the channel that re-queues its parents.
 pub struct KindState {
-    pub resource: ApiResource,
+    pub resource: Arc<ApiResource>,
     pub gvk: GroupVersionKind,
     pub parents: Store<Object>,
     pub health: CacheHealth,

@@ -445,7 +445,7 @@ mod tests {
             namespace_labels: None,
         };
         let parent: Object = podset(1).into();
-        let parent_ref = ObjectRef::from_obj_with(&parent, podsets());
+        let parent_ref = ObjectRef::from_obj_with(&parent, Arc::new(podsets()));
         let a = Answerer::new(&parent, parent_ref.clone(), &resolved, &OneCache(cache)).remembering(memory.clone());
         (a, parent_ref)
     }

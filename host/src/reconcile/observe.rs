@@ -25,7 +25,7 @@ use crate::sandbox::Actions;
 #[derive(Clone, Debug)]
 pub struct Observed {
     pub parent: Arc<Object>,
-    pub parent_resource: ApiResource,
+    pub parent_resource: Arc<ApiResource>,
     pub children: Vec<Observation>,
     pub related: Vec<Observation>,
     /// Answers to lookups: first those the parent's last decision named, then those
@@ -96,7 +96,7 @@ pub enum Marks {
 /// `memory` of lookups, the ones this parent's last decision named are answered.
 pub fn gather(
     parent: Arc<Object>,
-    parent_resource: &ApiResource,
+    parent_resource: &Arc<ApiResource>,
     resolved: &Resolved,
     caches: &impl Caches,
     expectations: &Expectations,
@@ -232,7 +232,7 @@ pub mod fixtures {
 
     pub fn observed(parent: DynamicObject, children: Vec<(ApiResource, DynamicObject)>) -> Observed {
         Observed {
-            parent_resource: podsets(),
+            parent_resource: Arc::new(podsets()),
             parent: Arc::new(parent.into()),
             children: children
                 .into_iter()
@@ -317,7 +317,8 @@ mod tests {
         };
         resolved.related = vec![(pods(), related)];
         let parent = Arc::new(Object::from(podset(1)));
-        let observed = gather(parent, &podsets(), &resolved, &caches, &Expectations::default(), None, Marks::Granted);
+        let observed =
+            gather(parent, &Arc::new(podsets()), &resolved, &caches, &Expectations::default(), None, Marks::Granted);
         let mut names: Vec<String> = observed.related.iter().map(|r| r.object.name_any()).collect();
         names.sort();
         assert_eq!(names, ["made-elsewhere", "made-here"]);
@@ -351,7 +352,8 @@ mod tests {
             ..Default::default()
         };
         let names = |resolved: &Resolved, marks: Marks| {
-            let o = gather(parent.clone(), &podsets(), resolved, &caches, &Expectations::default(), None, marks);
+            let o =
+                gather(parent.clone(), &Arc::new(podsets()), resolved, &caches, &Expectations::default(), None, marks);
             let mut n: Vec<String> = o.children.iter().map(|c| c.object.name_any()).collect();
             n.sort();
             n

@@ -227,7 +227,7 @@ mod tests {
         let resource =
             ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("app.example.com", "v1alpha1", "PodSet"));
         let parent: Object = DynamicObject::new(name, &resource).within("ns").into();
-        ParentRef::from_obj_with(&parent, resource)
+        ParentRef::from_obj_with(&parent, std::sync::Arc::new(resource))
     }
 
     /// The next parent if one is queued (or a timer has expired), without waiting.

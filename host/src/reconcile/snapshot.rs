@@ -129,7 +129,7 @@ pub async fn snapshot(
     let parent = Arc::new(Object::from(parent));
     let mut observed = observe::gather(
         parent.clone(),
-        &resolved.parent,
+        &Arc::new(resolved.parent.clone()),
         &resolved,
         &listed,
         &Expectations::default(),

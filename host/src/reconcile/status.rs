@@ -202,7 +202,7 @@ pub async fn write(
     body.metadata.namespace = key.namespace.clone();
     body.metadata.resource_version = Some(rv.clone());
     body.data = serde_json::json!({ "status": next });
-    let api: Api<DynamicObject> = api_for(client, &key.dyntype, key.namespace.as_deref());
+    let api: Api<DynamicObject> = api_for(client, key.dyntype.as_ref(), key.namespace.as_deref());
     match api.replace_status(&parent.name_any(), &PostParams::default(), &body).await {
         Ok(updated) => {
             let after = updated.resource_version().unwrap_or_default();
@@ -244,7 +244,7 @@ mod tests {
     #[test]
     fn a_parent_is_behind_only_while_the_cache_holds_the_version_a_write_was_decided_from() {
         let ar = kube::api::ApiResource::erase::<crate::crd::PodSet>(&());
-        let key = ParentRef::from_obj_with(&parent(json!({})), ar);
+        let key = ParentRef::from_obj_with(&parent(json!({})), std::sync::Arc::new(ar));
         let w = Written::default();
         assert!(!w.is_behind(&key, "5"), "nothing written yet");
         w.0.lock().insert(key.clone(), Write { before: "5".into(), after: "6".into(), hash: 0 });

@@ -194,7 +194,7 @@ impl Rig {
         self.seen.lock().expect("log").clear();
         let observed = Observed {
             parent: Arc::new(parent.into()),
-            parent_resource: podsets(),
+            parent_resource: Arc::new(podsets()),
             children: children
                 .into_iter()
                 .map(|o| Observation { resource: Arc::new(pods()), object: Arc::new(o.into()) })
@@ -538,7 +538,7 @@ mod lookups {
             let (resolved, memory) = (&self.admitted.resolved, Some(self.memory.clone()));
             observe::gather(
                 parent,
-                &reloads(),
+                &Arc::new(reloads()),
                 resolved,
                 &self.caches,
                 &Expectations::default(),
@@ -580,7 +580,7 @@ mod lookups {
         let first = status.expect("a status");
 
         let changed = rig.set_config("hello, world");
-        let parent = ObjectRef::from_obj_with(rig.parent(json!({})).as_ref(), reloads());
+        let parent = ObjectRef::from_obj_with(rig.parent(json!({})).as_ref(), Arc::new(reloads()));
         assert_eq!(rig.memory.parents_of(&objects::configmaps(), &changed), [parent], "routed to the one parent");
         let unrelated = object(&objects::configmaps(), "other", json!({}));
         assert!(rig.memory.parents_of(&objects::configmaps(), &unrelated).is_empty());
