@@ -301,6 +301,12 @@ impl LookupIndex {
     fn remember(&self, parent: &ParentRef, lookups: Vec<Lookup>, targets: Vec<Target>, found: Vec<ObjectKey>) {
         let mut index = self.inner.lock();
         index.drop_parent(parent);
+        // A decision that named nothing (every decision of a kind without lookups) leaves
+        // no entry: an empty one per parent, its key a whole `ObjectRef`, held 0.6 MB of
+        // a 29.5 MB heap at 1000 PodSets × 5 (heaptrack, 2026-11-30).
+        if lookups.is_empty() {
+            return;
+        }
         let mut keys = found;
         let mut label_kinds = Vec::new();
         for target in targets {
@@ -512,6 +518,23 @@ mod tests {
         memory.forget(&web_ref);
         assert!(memory.parents_of(&res, &unrelated).is_empty());
         assert!(memory.is_empty());
+    }
+
+    #[test]
+    fn a_decision_that_names_nothing_leaves_nothing_behind() {
+        let memory = Arc::new(LookupIndex::default());
+        let a_cm = configmap("ns", "a", &[("tier", "web")]);
+        let (web, web_ref) = answerer(vec![a_cm.clone()], &memory);
+        web.remember(&[], &[]);
+        assert!(memory.is_empty(), "a parent that looks nothing up is not kept");
+        let named = [by_name("a", "")];
+        web.remember(&named, &[web.answer(&named[0]).expect("answer")]);
+        assert_eq!(memory.len(), 1);
+        // Its next decision names nothing: what the last one read no longer concerns it.
+        web.remember(&[], &[]);
+        assert!(memory.is_empty());
+        assert!(memory.parents_of(&configmaps(), &a_cm).is_empty());
+        assert!(memory.remembered(&web_ref).is_empty());
     }
 
     #[test]
