@@ -223,7 +223,7 @@ impl Watches {
         }
         let watched = Arc::new(Watched::new(resource, scope));
         let stop = self.shutdown.child_token();
-        tokio::spawn(run(self.api(resource, cluster_scoped), scope, watched.clone(), stop.clone()));
+        tokio::spawn(run(self.api(&watched.resource, cluster_scoped), scope, watched.clone(), stop.clone()));
         tracing::info!(kind = %resource.plural, ?scope, "watch started");
         entries.insert(key.clone(), Entry { watched: Arc::downgrade(&watched), users: 1, stop });
         WatchGuard { watches: self.clone(), key, watched }
@@ -234,9 +234,9 @@ impl Watches {
         self.entries.lock().values().filter_map(|e| e.watched.upgrade()).map(|w| w.health.clone()).collect()
     }
 
-    fn api(&self, resource: &ApiResource, cluster_scoped: bool) -> Api<Object> {
+    fn api(&self, resource: &Arc<ApiResource>, cluster_scoped: bool) -> Api<Object> {
         let namespace = if cluster_scoped { None } else { self.namespace.as_deref() };
-        api_for(&self.client, &Arc::new(resource.clone()), namespace)
+        api_for(&self.client, resource, namespace)
     }
 }
 
