@@ -555,9 +555,9 @@ start_apiserver() {
   log "starting kube-apiserver on $APISERVER_URL"
   # The audit log is not rotated (the API server's logger cannot turn rotation off; a
   # million MiB is never reached): readers keep a byte offset into the one file, which the
-  # default rotation at 100 MB would leave past the new file's end. The bench's audit rows
-  # at 20 000 objects all read 0 ms on 2026-11-30 19:52, a round that writes well over
-  # 100 MB. The log goes with the cluster's directory.
+  # default rotation at 100 MB would leave past the new file's end: the bench's audit rows
+  # at 20 000 objects all read 0 ms on 2026-11-30 19:52. Rotated files were kept before, so
+  # the disk holds the same; the log goes with the cluster's directory.
   start kube-apiserver "$KUBE_APISERVER" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" --bind-address="$API_ADDR" --advertise-address="$API_ADDR" \
     --secure-port="$APISERVER_PORT" --cert-dir="$CLUSTER_DIR/certs" \
