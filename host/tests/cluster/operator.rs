@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use common::{Env, active_pods, eventually, is_active};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 
@@ -228,6 +229,57 @@ async fn a_converged_podset_costs_no_writes() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = env.op.sum("podset_api_writes_total", "").await;
     assert_eq!(after, writes, "a converged PodSet's reconcile wrote to the API:\n{}", env.op.metrics().await);
+    env.cleanup().await;
+}
+
+/// The notes of the operator's Events with `reason` about PodSet `name`, once there are
+/// `n` of them (they are posted in the background), then still `n` after a moment.
+async fn notes(env: &Env, name: &str, reason: &str, n: usize) -> Vec<Event> {
+    let events: kube::Api<Event> = kube::Api::namespaced(env.client.clone(), &env.ns);
+    let about = || async {
+        let list = events.list(&Default::default()).await.expect("events").items;
+        let about = |e: &Event| {
+            e.reason.as_deref() == Some(reason) && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        };
+        list.into_iter().filter(about).collect::<Vec<_>>()
+    };
+    eventually(&format!("{n} {reason} Events about {name}"), T, || async { (about().await.len() >= n).then_some(()) })
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let seen = about().await;
+    assert_eq!(seen.len(), n, "{reason} Events about {name}: {:?}", seen.iter().map(|e| &e.note).collect::<Vec<_>>());
+    seen
+}
+
+#[tokio::test]
+async fn what_a_decision_creates_or_deletes_is_one_event_naming_every_child() {
+    let env = Env::new("events").await;
+    env.create("web", 3).await;
+    let mut three = env.converged("web", 3).await;
+    let created = notes(&env, "web", "SuccessfulCreate", 1).await;
+    let note = created[0].note.clone().unwrap_or_default();
+    let (said, listed) = note.split_once(": ").unwrap_or_default();
+    assert_eq!(said, "Created 3 pods", "{note}");
+    let mut named: Vec<String> = listed.split(", ").map(String::from).collect();
+    named.sort();
+    three.sort();
+    assert_eq!(named, three, "the Event names the pods made");
+    assert_eq!(created[0].related, None, "about the PodSet alone: {:?}", created[0].related);
+
+    env.scale("web", 1).await;
+    let one = env.converged("web", 1).await;
+    let deleted = notes(&env, "web", "SuccessfulDelete", 1).await;
+    let note = deleted[0].note.clone().unwrap_or_default();
+    assert!(note.starts_with("Deleted 2 pods: "), "{note}");
+    assert!(three.iter().filter(|p| !one.contains(p)).all(|p| note.contains(p.as_str())), "{note} of {three:?}");
+
+    // One pod: the ReplicaSet controller's words, about the pod itself.
+    env.scale("web", 2).await;
+    let two = env.converged("web", 2).await;
+    let created = notes(&env, "web", "SuccessfulCreate", 2).await;
+    let new = two.iter().find(|p| !one.contains(p)).expect("a new pod");
+    let single = created.iter().find(|e| e.note.as_deref() == Some(&format!("Created pod: {new}"))).expect("its Event");
+    assert_eq!(single.related.as_ref().and_then(|r| r.name.as_deref()), Some(new.as_str()));
     env.cleanup().await;
 }
 

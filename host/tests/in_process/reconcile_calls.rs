@@ -226,7 +226,7 @@ const PODS: &str = "/api/v1/namespaces/ns/pods";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
 
 #[tokio::test]
-async fn scaling_up_from_nothing_is_the_pods_and_their_events_then_one_status() {
+async fn scaling_up_from_nothing_is_the_pods_and_one_event_naming_them_then_one_status() {
     let rig = Rig::new();
     let seen = rig.act(podset(2, json!({}), None), Vec::new()).await;
     let lines: Vec<String> = seen.iter().map(Seen::line).collect();
@@ -237,11 +237,17 @@ async fn scaling_up_from_nothing_is_the_pods_and_their_events_then_one_status() 
     assert_eq!(created["metadata"]["generateName"], json!("web-"));
     assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], json!("uid-web"));
     assert_eq!(created["spec"]["securityContext"]["runAsNonRoot"], json!(true));
-    // One Event per pod, about that pod.
-    let mut about: Vec<Value> = rig.events(2).await.iter().map(|e| e.body["related"]["uid"].clone()).collect();
-    about.sort_by_key(Value::to_string);
-    assert_eq!(about.len(), 2);
-    assert_ne!(about[0], about[1], "{about:?}");
+    // One Event for both pods, about the PodSet, naming them.
+    rig.events(1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let events = rig.events(1).await;
+    assert_eq!(events.len(), 1, "{:?}", events.iter().map(|e| &e.body["note"]).collect::<Vec<_>>());
+    let event = &events[0].body;
+    assert_eq!((&event["reason"], &event["regarding"]["name"]), (&json!("SuccessfulCreate"), &json!("web")));
+    assert!(event.get("related").is_none_or(Value::is_null), "{event}");
+    let note = event["note"].as_str().unwrap_or_default();
+    let named: Vec<&str> = note.strip_prefix("Created 2 pods: ").unwrap_or_default().split(", ").collect();
+    assert!(named.len() == 2 && named[0] != named[1] && named.iter().all(|n| n.starts_with("web-")), "{note}");
 
     // The pods observed: one write to the PodSet, its status, recording the digest.
     let seen = rig.act(podset(2, json!({}), None), vec![pod("web-a"), pod("web-b")]).await;
