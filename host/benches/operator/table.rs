@@ -130,13 +130,17 @@ impl Table {
     }
 
     /// A row comparing `ours` with `peer` (lower is better), with the goal a ratio.
+    /// A peer's figure of 0 gives no ratio: "—", and no verdict on a goal (the audit-log
+    /// rows at 20 000 printed `NaN×` when the API server's log had rotated, 2026-11-30).
     pub fn ratio(&mut self, what: &str, peer: f64, ours: f64, unit: Unit, goal: Option<f64>) {
-        let ratio = if peer > 0.0 { ours / peer } else { f64::NAN };
-        let (goal_s, verdict) = match goal {
-            Some(g) => (format!("≤ {g:.2}×"), if ratio <= g { "pass" } else { "miss" }.to_string()),
-            None => ("—".into(), "—".into()),
+        let ratio = (peer > 0.0).then(|| ours / peer);
+        let shown = ratio.map_or_else(|| "—".into(), |r| format!("{r:.2}×"));
+        let (goal_s, verdict) = match (goal, ratio) {
+            (Some(g), Some(r)) => (format!("≤ {g:.2}×"), if r <= g { "pass" } else { "miss" }.to_string()),
+            (Some(g), None) => (format!("≤ {g:.2}×"), "no peer figure".into()),
+            (None, _) => ("—".into(), "—".into()),
         };
-        self.rows.push([what.into(), unit.show(peer), unit.show(ours), format!("{ratio:.2}×"), goal_s, verdict]);
+        self.rows.push([what.into(), unit.show(peer), unit.show(ours), shown, goal_s, verdict]);
     }
 
     /// A decision inside the operator (`d`, means) against the module alone (p50):
