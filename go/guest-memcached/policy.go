@@ -188,13 +188,14 @@ func observedStatus(in *policy.Input, s MemcachedSpec, current MemcachedStatus) 
 	sort.Strings(nodes)
 
 	available := ds.ReadyReplicas >= s.Size
-	ready := fmt.Sprintf("Deployment %s: %d of %d pods ready", name, ds.ReadyReplicas, s.Size)
-	reason, message := "Scaling", ready
+	// Said without the count of ready pods, as the Deployment's own conditions are: each
+	// move of the count was a status write (guest-memcached/src/reconcile.rs).
+	reason, message := "Scaling", fmt.Sprintf("Deployment %s is not yet ready at size %d", name, s.Size)
 	switch {
 	case !exists:
 		reason, message = "Creating", fmt.Sprintf("Creating Deployment %s with %d replicas", name, s.Size)
 	case available:
-		reason = "Ready"
+		reason, message = "Ready", fmt.Sprintf("Deployment %s is ready at size %d", name, s.Size)
 	}
 	// Counts the Deployment controller wrote before it saw the Deployment's latest spec
 	// are those of the spec before (as `kubectl rollout status` reads them): the rollout

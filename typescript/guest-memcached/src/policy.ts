@@ -179,12 +179,13 @@ function observedStatus(input: Input, s: MemcachedSpec, current: MemcachedStatus
     .sort();
 
   const available = ds.readyReplicas >= s.size;
-  const ready = `Deployment ${name}: ${ds.readyReplicas} of ${s.size} pods ready`;
+  // Said without the count of ready pods, as the Deployment's own conditions are: each
+  // move of the count was a status write (guest-memcached/src/reconcile.rs).
   const [reason, message] = !found
     ? ['Creating', `Creating Deployment ${name} with ${s.size} replicas`]
     : available
-      ? ['Ready', ready]
-      : ['Scaling', ready];
+      ? ['Ready', `Deployment ${name} is ready at size ${s.size}`]
+      : ['Scaling', `Deployment ${name} is not yet ready at size ${s.size}`];
   // Counts the Deployment controller wrote before it saw the Deployment's latest spec
   // are those of the spec before (as `kubectl rollout status` reads them): the rollout
   // is still under way, whatever they say.
