@@ -107,9 +107,10 @@ fn observed_status(
     let mut next = MemcachedStatus { conditions: current.conditions.clone(), nodes, policy_digest: None };
     let available = ds.ready_replicas >= spec.size;
     // Said without the count of ready pods, as the Deployment's own conditions are: the
-    // count moved at each pod, and each move was a status write (5 per Memcached while
-    // 50 × 3 converged, against the sample's 3; `make bench`, 2026-11-30). The pods
-    // are in `nodes`, their count in the Deployment's status.
+    // count moved at each pod, and each move was a status write (5.0 per Memcached while
+    // 50 × 3 converged, against the sample's 3; 4.8 without the count, the rest not split
+    // yet; `make bench`, 2026-11-30). The pods are in `nodes`, their count in the
+    // Deployment's status.
     let (reason, message) = match deployment {
         None => ("Creating", format!("Creating Deployment {name} with {} replicas", spec.size)),
         Some(_) if available => ("Ready", format!("Deployment {name} is ready at size {}", spec.size)),

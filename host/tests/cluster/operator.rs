@@ -232,16 +232,16 @@ async fn a_converged_podset_costs_no_writes() {
     env.cleanup().await;
 }
 
-/// The notes of the operator's Events with `reason` about PodSet `name`, once there are
-/// `n` of them (they are posted in the background), then still `n` after a moment.
-async fn notes(env: &Env, name: &str, reason: &str, n: usize) -> Vec<Event> {
+/// The operator's Events with `reason` about PodSet `name`, once there are `n` of them
+/// (they are posted in the background), then still `n` after a moment.
+async fn events_about(env: &Env, name: &str, reason: &str, n: usize) -> Vec<Event> {
     let events: kube::Api<Event> = kube::Api::namespaced(env.client.clone(), &env.ns);
     let about = || async {
         let list = events.list(&Default::default()).await.expect("events").items;
-        let about = |e: &Event| {
+        let wanted = |e: &Event| {
             e.reason.as_deref() == Some(reason) && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
         };
-        list.into_iter().filter(about).collect::<Vec<_>>()
+        list.into_iter().filter(wanted).collect::<Vec<_>>()
     };
     eventually(&format!("{n} {reason} Events about {name}"), T, || async { (about().await.len() >= n).then_some(()) })
         .await;
@@ -256,7 +256,7 @@ async fn what_a_decision_creates_or_deletes_is_one_event_naming_every_child() {
     let env = Env::new("events").await;
     env.create("web", 3).await;
     let mut three = env.converged("web", 3).await;
-    let created = notes(&env, "web", "SuccessfulCreate", 1).await;
+    let created = events_about(&env, "web", "SuccessfulCreate", 1).await;
     let note = created[0].note.clone().unwrap_or_default();
     let (said, listed) = note.split_once(": ").unwrap_or_default();
     assert_eq!(said, "Created 3 pods", "{note}");
@@ -268,7 +268,7 @@ async fn what_a_decision_creates_or_deletes_is_one_event_naming_every_child() {
 
     env.scale("web", 1).await;
     let one = env.converged("web", 1).await;
-    let deleted = notes(&env, "web", "SuccessfulDelete", 1).await;
+    let deleted = events_about(&env, "web", "SuccessfulDelete", 1).await;
     let note = deleted[0].note.clone().unwrap_or_default();
     assert!(note.starts_with("Deleted 2 pods: "), "{note}");
     assert!(three.iter().filter(|p| !one.contains(p)).all(|p| note.contains(p.as_str())), "{note} of {three:?}");
@@ -276,7 +276,7 @@ async fn what_a_decision_creates_or_deletes_is_one_event_naming_every_child() {
     // One pod: the ReplicaSet controller's words, about the pod itself.
     env.scale("web", 2).await;
     let two = env.converged("web", 2).await;
-    let created = notes(&env, "web", "SuccessfulCreate", 2).await;
+    let created = events_about(&env, "web", "SuccessfulCreate", 2).await;
     let new = two.iter().find(|p| !one.contains(p)).expect("a new pod");
     let single = created.iter().find(|e| e.note.as_deref() == Some(&format!("Created pod: {new}"))).expect("its Event");
     assert_eq!(single.related.as_ref().and_then(|r| r.name.as_deref()), Some(new.as_str()));
