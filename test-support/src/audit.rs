@@ -69,8 +69,14 @@ impl Entry {
 
     /// How long the API server took to answer it (arrival to response).
     pub fn latency(&self) -> Option<Duration> {
+        let (arrived, answered) = self.arrived_and_answered()?;
+        answered.duration_since(arrived).ok()
+    }
+
+    /// When it reached the API server, and when the API server answered it.
+    pub fn arrived_and_answered(&self) -> Option<(SystemTime, SystemTime)> {
         let at = |t: &str| humantime::parse_rfc3339(t).ok();
-        at(&self.stage_timestamp)?.duration_since(at(&self.request_received_timestamp)?).ok()
+        Some((at(&self.request_received_timestamp)?, at(&self.stage_timestamp)?))
     }
 
     /// A write to `resource` (no subresource) in `namespace`.

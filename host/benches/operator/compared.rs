@@ -59,6 +59,10 @@ const VERSUS_REPLICASETS: &[Row] = &[
         .each_round(),
     Row::medians("… the simulated node's pod status writes", |r| r.shared.node_writes, Unit::Millis).each_round(),
     Row::medians("… the controller's pod creates", |r| r.shared.pod_creates, Unit::Millis),
+    // Little's law on those pod writes: as many answered a second with more waiting at
+    // once is a longer queue at the API server, not a slower etcd (shared.rs).
+    Row::medians("… those pod writes waiting for an answer at once (mean)", |r| r.shared.waiting, Unit::Count),
+    Row::medians("… those pod writes answered per second", |r| r.shared.answered, Unit::Count),
     // What deleting a namespace of them costs: a pod the namespace controller removes
     // prompts a replacement, which the API server refuses.
     Row::medians(

@@ -313,6 +313,8 @@ const COMPARED: &[CurveRow] = &[
     // … and what the API server made of the steps both go through.
     ("API server answering the scheduler's bindings (median)", |p| p.shared.bindings, Unit::Millis),
     ("… the simulated node's pod status writes", |p| p.shared.node_writes, Unit::Millis),
+    ("… pod writes waiting for an answer at once (mean)", |p| p.shared.waiting, Unit::Count),
+    ("… pod writes answered per second", |p| p.shared.answered, Unit::Count),
 ];
 
 /// The table of the curve's points, and of the new PodSet created during the sweep at
