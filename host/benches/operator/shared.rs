@@ -47,30 +47,24 @@ pub struct Shared {
 impl Shared {
     /// Read from `entries` about namespace `ns`.
     pub fn of(entries: &[Entry], ns: &str) -> Shared {
-        let median = |subresource: Option<&str>, verbs: &[&str]| {
-            let answered = sorted(
-                entries
-                    .iter()
-                    .filter(|e| e.succeeded() && e.object_ref.resource == "pods")
-                    .filter(|e| e.object_ref.namespace.as_deref() == Some(ns))
-                    .filter(|e| e.object_ref.subresource.as_deref() == subresource && verbs.contains(&e.verb.as_str()))
-                    .filter_map(Entry::latency),
-            );
-            secs(percentile(&answered, 0.5))
+        // The three kinds of pod write, each a (subresource, verbs) of this namespace's pods.
+        const KINDS: [(Option<&str>, &[&str]); 3] =
+            [(Some("binding"), &["create"]), (Some("status"), &["patch", "update"]), (None, &["create"])];
+        let of_kind = |(subresource, verbs): (Option<&'static str>, &'static [&'static str])| {
+            entries.iter().filter(move |e| {
+                e.succeeded()
+                    && e.object_ref.resource == "pods"
+                    && e.object_ref.namespace.as_deref() == Some(ns)
+                    && e.object_ref.subresource.as_deref() == subresource
+                    && verbs.contains(&e.verb.as_str())
+            })
         };
-        let (waiting, answered) = queue(entries.iter().filter(|e| {
-            e.succeeded()
-                && e.object_ref.resource == "pods"
-                && e.object_ref.namespace.as_deref() == Some(ns)
-                && matches!(
-                    (e.object_ref.subresource.as_deref(), e.verb.as_str()),
-                    (None | Some("binding"), "create") | (Some("status"), "patch" | "update")
-                )
-        }));
+        let median = |kind| secs(percentile(&sorted(of_kind(kind).filter_map(Entry::latency)), 0.5));
+        let (waiting, answered) = queue(KINDS.into_iter().flat_map(of_kind));
         Shared {
-            bindings: median(Some("binding"), &["create"]),
-            node_writes: median(Some("status"), &["patch", "update"]),
-            pod_creates: median(None, &["create"]),
+            bindings: median(KINDS[0]),
+            node_writes: median(KINDS[1]),
+            pod_creates: median(KINDS[2]),
             waiting,
             answered,
         }
