@@ -172,10 +172,11 @@ build() { # package features output-name [crate-dir]
   local pkg=$1 features=$2 name=$3 dir=${4:-$ROOT} core
   # Without `make check`'s clippy wrapper (lib.sh's lint_in_build): clippy lints the
   # policies' crates in the native test build; for wasm32 they are compiled by the
-  # compiler that has the wasm32 standard library.
+  # compiler that has the wasm32 standard library. The guest crates declare only an rlib
+  # (see their Cargo.toml); the core module is asked for here.
   (cd "$dir" && unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS \
-      && "${CARGO[@]}" build -q --profile wasm --target "$TARGET" "${BUILD_STD[@]}" -p "$pkg" --lib \
-      ${features:+--features "$features"}) || die "building $pkg ${features:+($features)} for $TARGET failed"
+      && "${CARGO[@]}" rustc -q --profile wasm --target "$TARGET" "${BUILD_STD[@]}" -p "$pkg" --lib \
+      --crate-type cdylib ${features:+--features "$features"}) || die "building $pkg ${features:+($features)} for $TARGET failed"
   core="$CARGO_TARGET_DIR/$TARGET/wasm/${pkg//-/_}.wasm"
   "$HOST_BIN" policy componentize "$core" -o "$name" >/dev/null || die "componentize $core failed"
 }
