@@ -187,12 +187,15 @@ func observedStatus(in *policy.Input, s MemcachedSpec, current MemcachedStatus) 
 	}
 	sort.Strings(nodes)
 
-	available := ds.ReadyReplicas >= s.Size
+	// A Deployment its controller has not acted on yet (no observed generation) is still
+	// being created (guest-memcached/src/reconcile.rs).
+	acted := exists && ds.ObservedGeneration > 0
+	available := acted && ds.ReadyReplicas >= s.Size
 	// Said without the count of ready pods, as the Deployment's own conditions are: each
 	// move of the count was a status write (guest-memcached/src/reconcile.rs).
 	reason, message := "Scaling", fmt.Sprintf("Deployment %s is not yet ready at size %d", name, s.Size)
 	switch {
-	case !exists:
+	case !acted:
 		reason, message = "Creating", fmt.Sprintf("Creating Deployment %s with %d replicas", name, s.Size)
 	case available:
 		reason, message = "Ready", fmt.Sprintf("Deployment %s is ready at size %d", name, s.Size)
@@ -200,7 +203,7 @@ func observedStatus(in *policy.Input, s MemcachedSpec, current MemcachedStatus) 
 	// Counts the Deployment controller wrote before it saw the Deployment's latest spec
 	// are those of the spec before (as `kubectl rollout status` reads them): the rollout
 	// is still under way, whatever they say.
-	behind := exists && ds.ObservedGeneration < found.Meta.Generation
+	behind := acted && ds.ObservedGeneration < found.Meta.Generation
 	progressing := behind || !available || ds.UpdatedReplicas != s.Size || ds.Replicas != s.Size
 	progressReason, progressMessage := reason, message
 	switch {

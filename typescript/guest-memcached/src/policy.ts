@@ -178,10 +178,13 @@ function observedStatus(input: Input, s: MemcachedSpec, current: MemcachedStatus
     .map((pod) => pod.meta.name)
     .sort();
 
-  const available = ds.readyReplicas >= s.size;
+  // A Deployment its controller has not acted on yet (no observed generation) is still
+  // being created (guest-memcached/src/reconcile.rs).
+  const acted = found !== undefined && ds.observedGeneration > 0 ? found : undefined;
+  const available = acted !== undefined && ds.readyReplicas >= s.size;
   // Said without the count of ready pods, as the Deployment's own conditions are: each
   // move of the count was a status write (guest-memcached/src/reconcile.rs).
-  const [reason, message] = !found
+  const [reason, message] = !acted
     ? ['Creating', `Creating Deployment ${name} with ${s.size} replicas`]
     : available
       ? ['Ready', `Deployment ${name} is ready at size ${s.size}`]
@@ -189,7 +192,7 @@ function observedStatus(input: Input, s: MemcachedSpec, current: MemcachedStatus
   // Counts the Deployment controller wrote before it saw the Deployment's latest spec
   // are those of the spec before (as `kubectl rollout status` reads them): the rollout
   // is still under way, whatever they say.
-  const behind = found && ds.observedGeneration < found.meta.generation ? found.meta.generation : undefined;
+  const behind = acted && ds.observedGeneration < acted.meta.generation ? acted.meta.generation : undefined;
   const progressing = behind !== undefined || !available || ds.updatedReplicas !== s.size || ds.replicas !== s.size;
   const [progressReason, progressMessage] =
     behind !== undefined
