@@ -200,8 +200,7 @@ async fn create(client: &kube::Client, kind: &Kind, ns: &str, name: &str, spec: 
 }
 
 /// Waits until `name` has been observed at its generation (so "just created" is past)
-/// and kstatus reads `status` of it, with `Reconciling` for `reason` when one is given
-/// (a parent passes through `ChildrenChanging` while its first writes are in flight);
+/// and kstatus reads `status` of it, with `Reconciling` for `reason` when one is given;
 /// returns that verdict and the object's `Reconciling`.
 async fn settles_at(
     kind: &Kind,
