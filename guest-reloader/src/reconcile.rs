@@ -8,10 +8,16 @@
 //!    annotation with the new one: the Deployment controller rolls the pods.
 //!
 //! Like Reloader, the first sight of a Deployment rolls nothing: it only records the
-//! hash. Secrets' values enter the hash only through `policy_sdk::secrets::digest`, so
+//! hash. A ConfigMap or Secret the pods need (referenced without `optional: true`) that
+//! is not found rolls nothing either and records no hash: pods started without it could
+//! not run, and the host's caches are watched apart, so a Secret created just before its
+//! ConfigReload may not be in them yet (that first sight once hashed it as missing and
+//! rolled the Deployment when it arrived, 1 run in about 20 of the cluster test). Like
+//! Reloader without `--reload-on-delete`, deleting one rolls nothing; it coming back
+//! different does. Secrets' values enter the hash only through `policy_sdk::secrets::digest`, so
 //! a recorded decision (whose Secrets hold `REDACTED:sha256:<hex>`) replays exactly.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use policy_sdk::conditions::{self, Condition};
@@ -52,15 +58,25 @@ pub fn reconcile(input: &Input) -> Result<Vec<Action>, PolicyError> {
 
     // 2. What its pods use.
     let template = deployment.parse::<DeploymentBody>()?.spec.template;
+    let mut missing = Vec::new();
     let watched: Vec<(Source, Option<&Object>)> = sources(&template.spec)
         .into_iter()
-        .map(|source| {
+        .map(|(source, need)| {
             let found = lookups.named(source.kind(), source.name());
+            if found.is_none() && need == Need::Required {
+                missing.push(source.to_string());
+            }
             (source, found)
         })
         .collect();
     if !lookups.answered() {
         return Ok(lookups.finish());
+    }
+    if !missing.is_empty() {
+        let mut actions: Vec<Action> =
+            waiting(input, &spec, &current, &watched, &missing).update_from(&current)?.into_iter().collect();
+        actions.extend(lookups.finish());
+        return Ok(actions);
     }
 
     // 3. Their hash.
@@ -167,17 +183,20 @@ struct Volume {
     projected: Option<Projected>,
 }
 
-/// `name` of a LocalObjectReference and of the selectors and projections built on it.
+/// `name` of a LocalObjectReference and of the selectors and projections built on it,
+/// and whether the pods start without it.
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Named {
     name: String,
+    optional: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(default, rename_all = "camelCase")]
 struct SecretVolume {
     secret_name: String,
+    optional: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -220,31 +239,51 @@ struct ValueFrom {
     secret_key_ref: Option<Named>,
 }
 
-/// Every ConfigMap and Secret `pod` uses, once each, sorted.
-fn sources(pod: &PodSpec) -> Vec<Source> {
-    let config_map = |n: &Named| Source::ConfigMap(n.name.clone());
-    let secret = |n: &Named| Source::Secret(n.name.clone());
-    let mut found = BTreeSet::new();
+/// Whether the pods start without a ConfigMap or Secret. Ordered so that the strongest
+/// of several references to one object is the greatest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Need {
+    Optional,
+    Required,
+}
+
+impl Need {
+    fn of(optional: Option<bool>) -> Self {
+        if optional == Some(true) { Need::Optional } else { Need::Required }
+    }
+}
+
+/// Every ConfigMap and Secret `pod` uses, once each, sorted, with whether the pods need
+/// it: required if any reference to it is not `optional`.
+fn sources(pod: &PodSpec) -> BTreeMap<Source, Need> {
+    let config_map = |n: &Named| (Source::ConfigMap(n.name.clone()), n.optional);
+    let secret = |n: &Named| (Source::Secret(n.name.clone()), n.optional);
+    let mut references = Vec::new();
     for v in &pod.volumes {
-        found.extend(v.config_map.as_ref().map(config_map));
-        found.extend(v.secret.as_ref().map(|s| Source::Secret(s.secret_name.clone())));
+        references.extend(v.config_map.as_ref().map(config_map));
+        references.extend(v.secret.as_ref().map(|s| (Source::Secret(s.secret_name.clone()), s.optional)));
         for p in v.projected.iter().flat_map(|p| &p.sources) {
-            found.extend(p.config_map.as_ref().map(config_map));
-            found.extend(p.secret.as_ref().map(secret));
+            references.extend(p.config_map.as_ref().map(config_map));
+            references.extend(p.secret.as_ref().map(secret));
         }
     }
     for c in pod.containers.iter().chain(&pod.init_containers) {
         for e in &c.env_from {
-            found.extend(e.config_map_ref.as_ref().map(config_map));
-            found.extend(e.secret_ref.as_ref().map(secret));
+            references.extend(e.config_map_ref.as_ref().map(config_map));
+            references.extend(e.secret_ref.as_ref().map(secret));
         }
         for e in c.env.iter().filter_map(|e| e.value_from.as_ref()) {
-            found.extend(e.config_map_key_ref.as_ref().map(config_map));
-            found.extend(e.secret_key_ref.as_ref().map(secret));
+            references.extend(e.config_map_key_ref.as_ref().map(config_map));
+            references.extend(e.secret_key_ref.as_ref().map(secret));
         }
     }
+    let mut found = BTreeMap::new();
     // A reference without a name names nothing the API server could serve.
-    found.into_iter().filter(|s| !s.name().is_empty()).collect()
+    for (source, optional) in references.into_iter().filter(|(s, _)| !s.name().is_empty()) {
+        let need = found.entry(source).or_insert(Need::Optional);
+        *need = (*need).max(Need::of(optional));
+    }
+    found
 }
 
 #[derive(Deserialize, Default)]
@@ -334,6 +373,30 @@ fn not_found(input: &Input, spec: &ConfigReloadSpec, current: &ConfigReloadStatu
         observed_generation: input.parent.meta.generation,
         watching: Vec::new(),
         conditions: ready(input, current, false, "DeploymentNotFound", message),
+        ..current.clone()
+    }
+}
+
+/// The status while a ConfigMap or Secret the pods need is not found: watched, but the
+/// hash last seen stays (a roll now would start pods that cannot run).
+fn waiting(
+    input: &Input,
+    spec: &ConfigReloadSpec,
+    current: &ConfigReloadStatus,
+    watched: &[(Source, Option<&Object>)],
+    missing: &[String],
+) -> ConfigReloadStatus {
+    let message = format!(
+        "Deployment {}: {} not found in namespace {}; its pods need {}",
+        spec.deployment,
+        missing.join(", "),
+        input.parent.meta.namespace,
+        if missing.len() == 1 { "it" } else { "them" }
+    );
+    ConfigReloadStatus {
+        observed_generation: input.parent.meta.generation,
+        watching: watched.iter().map(|(s, _)| s.to_string()).collect(),
+        conditions: ready(input, current, false, "ConfigurationNotFound", message),
         ..current.clone()
     }
 }
@@ -608,13 +671,71 @@ mod tests {
         let data = object(CONFIG_MAP, "web-config", json!({ "data": { "k": "dg==" } }));
         let binary = object(CONFIG_MAP, "web-config", json!({ "binaryData": { "k": "dg==" } }));
         assert_ne!(hash_of(&[(source(), Some(&data))]), hash_of(&[(source(), Some(&binary))]));
-        // A missing ConfigMap the Deployment mounts is watched all the same.
-        let i = answered(input(config_reload(json!({}))), DEPLOYMENT, "web", Some(deployment(json!({}), pod())));
-        let i = answered(i, CONFIG_MAP, "web-config", None);
+    }
+
+    #[test]
+    fn a_configuration_the_pods_need_not_found_rolls_nothing_and_keeps_the_hash() {
+        // Not yet in the caches on first sight (a Secret applied just before its
+        // ConfigReload), or deleted since: no hash recorded, no roll, said in Ready; the
+        // lookups are named, so its arrival re-queues the ConfigReload.
+        let config = config_map("web-config", json!({ "greeting": "hello" }));
+        for (before, annotations) in [
+            (json!({}), json!({})),
+            (json!({ "configHash": "ab".repeat(32), "reloads": 2 }), json!({ HASH_ANNOTATION: "ab".repeat(32) })),
+        ] {
+            let i =
+                answered(input(config_reload(before.clone())), DEPLOYMENT, "web", Some(deployment(annotations, pod())));
+            let i = answered(i, CONFIG_MAP, "web-config", Some(config.clone()));
+            let i = answered(i, SECRET, "web-credentials", None);
+            let actions = reconcile(&i).expect("decides");
+            assert!(applied(&actions).is_empty(), "{actions:?}");
+            assert!(!actions.iter().any(|a| matches!(a, Action::EmitEvent(_))), "{actions:?}");
+            assert_eq!(looked_up(&actions).len(), 3);
+            let s: ConfigReloadStatus = status(&actions).expect("a status");
+            assert_eq!(s.config_hash, before["configHash"].as_str().map(str::to_string));
+            assert_eq!(s.reloads, before["reloads"].as_i64().unwrap_or(0));
+            assert_eq!(s.watching, vec!["ConfigMap/web-config", "Secret/web-credentials"]);
+            let ready = conditions::find(&s.conditions, "Ready").expect("Ready");
+            assert!(!ready.is_true());
+            assert_eq!(
+                (ready.reason.as_str(), ready.message.as_str()),
+                (
+                    "ConfigurationNotFound",
+                    "Deployment web: Secret/web-credentials not found in namespace default; its pods need it"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn an_optional_configuration_not_found_is_watched_as_missing() {
+        let pod = json!({
+            "containers": [{
+                "name": "web",
+                "envFrom": [{ "secretRef": { "name": "web-credentials", "optional": true } }],
+                "env": [{ "name": "K", "valueFrom": { "configMapKeyRef": { "name": "web-config", "key": "k", "optional": true } } }]
+            }],
+            "volumes": [{ "name": "config", "configMap": { "name": "web-config" } }]
+        });
+        let i = answered(input(config_reload(json!({}))), DEPLOYMENT, "web", Some(deployment(json!({}), pod)));
+        let i = answered(i, CONFIG_MAP, "web-config", Some(config_map("web-config", json!({}))));
         let i = answered(i, SECRET, "web-credentials", None);
         let s: ConfigReloadStatus = status(&reconcile(&i).expect("decides")).expect("a status");
-        let expected = hash_of(&[(source(), None), (Source::Secret("web-credentials".into()), None)]);
+        let expected = hash_of(&[
+            (Source::ConfigMap("web-config".into()), Some(&config_map("web-config", json!({})))),
+            (Source::Secret("web-credentials".into()), None),
+        ]);
         assert_eq!(s.config_hash, Some(expected));
+        assert!(conditions::find(&s.conditions, "Ready").expect("Ready").is_true());
+        // The ConfigMap is optional in one reference and mounted in another: needed.
+        let needed = sources(&serde_json::from_value(json!({
+            "volumes": [{ "name": "config", "configMap": { "name": "web-config" } }],
+            "containers": [{ "name": "web", "env": [{ "name": "K", "valueFrom": { "configMapKeyRef": { "name": "web-config", "key": "k", "optional": true } } }] }]
+        })).expect("a pod spec"));
+        assert_eq!(
+            needed.into_iter().collect::<Vec<_>>(),
+            vec![(Source::ConfigMap("web-config".into()), Need::Required)]
+        );
     }
 
     #[test]
@@ -633,9 +754,10 @@ mod tests {
 
         use super::*;
 
-        const FILES: [(&str, &str); 2] = [
+        const FILES: [(&str, &str); 3] = [
             ("rolls-on-change", include_str!("../scenarios/rolls-on-change.yaml")),
             ("asks-for-mounts", include_str!("../scenarios/asks-for-mounts.yaml")),
+            ("waits-for-secret", include_str!("../scenarios/waits-for-secret.yaml")),
         ];
 
         /// YAML as JSON, a tagged value `!Tag v` as `{"Tag": v}`.
