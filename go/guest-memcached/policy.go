@@ -193,12 +193,17 @@ func observedStatus(in *policy.Input, s MemcachedSpec, current MemcachedStatus) 
 	available := acted && ds.ReadyReplicas >= s.Size
 	// Said without the count of ready pods, as the Deployment's own conditions are: each
 	// move of the count was a status write (guest-memcached/src/reconcile.rs).
-	reason, message := "Scaling", fmt.Sprintf("Deployment %s is not yet ready at size %d", name, s.Size)
+	// A new Memcached is "Creating" until its Deployment is first ready: that
+	// controller's first status changes nothing a user reads
+	// (guest-memcached/src/reconcile.rs).
+	was, seen := policy.FindCondition(current.Conditions, "Available")
+	creating := seen && was.Reason == "Creating"
+	reason, message := "Creating", fmt.Sprintf("Creating Deployment %s with %d replicas", name, s.Size)
 	switch {
-	case !acted:
-		reason, message = "Creating", fmt.Sprintf("Creating Deployment %s with %d replicas", name, s.Size)
 	case available:
 		reason, message = "Ready", fmt.Sprintf("Deployment %s is ready at size %d", name, s.Size)
+	case acted && !creating:
+		reason, message = "Scaling", fmt.Sprintf("Deployment %s is not yet ready at size %d", name, s.Size)
 	}
 	// Counts the Deployment controller wrote before it saw the Deployment's latest spec
 	// are those of the spec before (as `kubectl rollout status` reads them): the rollout

@@ -117,10 +117,15 @@ fn observed_status(
     // 50 × 3 converged, against the sample's 3; 4.8 without the count, the rest not split
     // yet; `make bench`, 2026-11-30). The pods are in `nodes`, their count in the
     // Deployment's status.
+    //
+    // A new Memcached is "Creating" until its Deployment is first ready: that
+    // controller's first status (which often arrives after the pods) changes nothing a
+    // user reads, and saying "Scaling" from there was a status write of its own.
+    let creating = conditions::find(&current.conditions, "Available").is_some_and(|c| c.reason == "Creating");
     let (reason, message) = match acted {
-        None => ("Creating", format!("Creating Deployment {name} with {} replicas", spec.size)),
         Some(_) if available => ("Ready", format!("Deployment {name} is ready at size {}", spec.size)),
-        Some(_) => ("Scaling", format!("Deployment {name} is not yet ready at size {}", spec.size)),
+        Some(_) if !creating => ("Scaling", format!("Deployment {name} is not yet ready at size {}", spec.size)),
+        _ => ("Creating", format!("Creating Deployment {name} with {} replicas", spec.size)),
     };
     // Counts the Deployment controller wrote before it saw the Deployment's latest spec
     // are those of the spec before (as `kubectl rollout status` reads them): the rollout
@@ -225,6 +230,23 @@ mod tests {
         let again = reconcile(&i).expect("decides");
         assert_eq!(again.len(), 1, "{again:?}");
         assert!(matches!(again[0], Action::Apply(_)));
+    }
+
+    #[test]
+    fn a_new_memcached_stays_creating_until_its_deployment_is_first_ready() {
+        let creating = status_of(&reconcile(&input(memcached(3, json!({})))).expect("decides")).expect("a status");
+        let mut i = input(memcached(3, serde_json::to_value(&creating).expect("json")));
+        // The Deployment controller's first status, no pod ready: nothing a user reads changed.
+        i.children.push(deployment_with(3, 0));
+        assert_eq!(status_of(&reconcile(&i).expect("decides")), None);
+        // Ready once; from then on a Deployment short of its size is Scaling.
+        i.children = vec![deployment_with(3, 3)];
+        let ready = status_of(&reconcile(&i).expect("decides")).expect("a status");
+        i.parent = memcached(3, serde_json::to_value(&ready).expect("json"));
+        i.children = vec![deployment_with(3, 2)];
+        let short = status_of(&reconcile(&i).expect("decides")).expect("a status");
+        let available = conditions::find(&short.conditions, "Available").expect("Available");
+        assert_eq!((available.status.as_str(), available.reason.as_str()), ("False", "Scaling"));
     }
 
     #[test]

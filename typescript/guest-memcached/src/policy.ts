@@ -17,6 +17,7 @@ import {
   conditionsOf,
   event,
   finalizeDone,
+  findCondition,
   related,
   setCondition,
   spec,
@@ -184,11 +185,14 @@ function observedStatus(input: Input, s: MemcachedSpec, current: MemcachedStatus
   const available = acted !== undefined && ds.readyReplicas >= s.size;
   // Said without the count of ready pods, as the Deployment's own conditions are: each
   // move of the count was a status write (guest-memcached/src/reconcile.rs).
-  const [reason, message] = !acted
-    ? ['Creating', `Creating Deployment ${name} with ${s.size} replicas`]
-    : available
-      ? ['Ready', `Deployment ${name} is ready at size ${s.size}`]
-      : ['Scaling', `Deployment ${name} is not yet ready at size ${s.size}`];
+  // A new Memcached is "Creating" until its Deployment is first ready: that controller's
+  // first status changes nothing a user reads (guest-memcached/src/reconcile.rs).
+  const creating = findCondition(current.conditions ?? [], 'Available')?.reason === 'Creating';
+  const [reason, message] = available
+    ? ['Ready', `Deployment ${name} is ready at size ${s.size}`]
+    : acted && !creating
+      ? ['Scaling', `Deployment ${name} is not yet ready at size ${s.size}`]
+      : ['Creating', `Creating Deployment ${name} with ${s.size} replicas`];
   // Counts the Deployment controller wrote before it saw the Deployment's latest spec
   // are those of the spec before (as `kubectl rollout status` reads them): the rollout
   // is still under way, whatever they say.
