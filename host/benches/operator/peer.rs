@@ -49,6 +49,16 @@ impl Peer {
         }
     }
 
+    /// The field of the status that lists the object's pods, for the kinds whose status
+    /// has one that a peer's lacks: ours lists a Memcached's pods in `nodes`, as the
+    /// seed's Memcached did; the Memcached sample's status has no such list.
+    pub fn listed_pods(self) -> Option<&'static str> {
+        match self {
+            Peer::Memcached | Peer::MemcachedSample => Some("nodes"),
+            _ => None,
+        }
+    }
+
     /// The patch that sets an object's replicas.
     pub fn scale_patch(self, replicas: i32) -> serde_json::Value {
         match self {

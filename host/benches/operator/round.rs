@@ -15,7 +15,7 @@ use crate::peer::{Heap, Peer, apiserver_metrics, controller_writes, writes_in};
 use crate::shared::{Shared, Since};
 use crate::sizes::Sizes;
 use crate::stats::sorted;
-use crate::watch::{T, pods_gone, pods_ready, settle, until_all};
+use crate::watch::{StatusChanges, T, pods_gone, pods_ready, settle, until_all};
 
 /// One round: create, converge, scale to 1, back up.
 pub struct Round {
@@ -28,6 +28,11 @@ pub struct Round {
     pub writes_per_object: f64,
     /// The same by resource, in the order of [`Peer::writes`].
     pub writes_by_resource: [f64; 4],
+    /// Changes of the objects' status seen by a watch while they converged, per object,
+    /// and those that moved only the list of pods it keeps (for kinds whose status keeps
+    /// one, [`Peer::listed_pods`]).
+    pub status_changes: f64,
+    pub status_changes_listing_only: f64,
     /// CPU seconds the API server and etcd spent while it converged, per object.
     pub apiserver_cpu: f64,
     /// What the API server allocated and spent collecting meanwhile, per object.
@@ -139,6 +144,7 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
     let others_before = others();
     let machine_before = Machine::now();
     let audit = Since::now();
+    let status_changes = peer.listed_pods().map(|field| StatusChanges::watch(api.clone(), field));
     let started = Instant::now();
     let (created, settled) = create_and_converge(client, peer, ns, s, started).await;
     let per_object = sorted(settled.values().copied());
@@ -152,6 +158,7 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
     tokio::time::sleep(Duration::from_secs(2)).await;
     let metrics_after = apiserver_metrics(client).await;
     let writes_by_resource = controller_writes(peer, &before, &writes_in(&metrics_after)).map(|w| w / s.objects as f64);
+    let (status_changes, status_changes_listing_only) = status_changes.map_or((0.0, 0.0), |c| c.stop(s.objects));
     let apiserver_heap = Heap::of(&metrics_after).per_object_since(&heap_before, s.objects);
     let apiserver_cpu = (component_cpu("kube-apiserver") - apiserver_before) / s.objects as f64;
     let etcd_cpu = (component_cpu("etcd") - etcd_before) / s.objects as f64;
@@ -199,6 +206,8 @@ pub async fn round(client: &Client, peer: Peer, controller: u32, ns: &str, s: &S
         last_created,
         writes_per_object,
         writes_by_resource,
+        status_changes,
+        status_changes_listing_only,
         apiserver_cpu,
         apiserver_heap,
         etcd_cpu,

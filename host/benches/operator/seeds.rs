@@ -150,6 +150,12 @@ const MEMCACHED_ROWS: &[Row] = &[
     Row::medians("… of which the Memcached (its create included)", |r| r.writes_by_resource[1], Unit::Count),
     Row::medians("… of which the Memcached's status", |r| r.writes_by_resource[2], Unit::Count),
     Row::medians("… of which Events (the Deployment controller's too)", |r| r.writes_by_resource[3], Unit::Count),
+    Row::medians("changes of the Memcached's status, watched", |r| r.status_changes, Unit::Count),
+    Row::medians(
+        "… of which moved only its pods listed (`status.nodes`, which the sample's status lacks)",
+        |r| r.status_changes_listing_only,
+        Unit::Count,
+    ),
     Row::medians("API server CPU per object while converging", |r| r.apiserver_cpu * 1e3, Unit::MsCpu),
     Row::medians("operator CPU per object while converging", |r| r.controller_cpu * 1e3, Unit::MsCpu),
     Row::medians("size {replicas} → 1, all objects, until the Deployments have 1 pod", |r| secs(r.down), Unit::Seconds)

@@ -80,3 +80,50 @@ where
     }
     at
 }
+
+/// Counts the changes of the status of `api`'s objects while it runs, and those that
+/// moved nothing but `listed` (a list the status keeps, such as its pods' names): what
+/// a status written more often than a peer's says that the peer's does not.
+pub struct StatusChanges {
+    task: tokio::task::JoinHandle<()>,
+    counts: std::sync::Arc<parking_lot::Mutex<(u64, u64)>>,
+}
+
+impl StatusChanges {
+    pub fn watch(api: Api<DynamicObject>, listed: &'static str) -> StatusChanges {
+        let counts = std::sync::Arc::new(parking_lot::Mutex::new((0, 0)));
+        let seen = counts.clone();
+        let task = tokio::spawn(async move {
+            let mut last: HashMap<String, serde_json::Value> = HashMap::new();
+            let stream = watcher(api, watcher::Config::default()).default_backoff().applied_objects();
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                let Ok(o) = event else { continue };
+                let status = o.data.get("status").cloned().unwrap_or_default();
+                let before = last.insert(o.name_any(), status.clone()).unwrap_or_default();
+                if before == status {
+                    continue;
+                }
+                let without = |mut s: serde_json::Value| {
+                    if let Some(m) = s.as_object_mut() {
+                        m.remove(listed);
+                    }
+                    s
+                };
+                let mut counts = seen.lock();
+                counts.0 += 1;
+                if without(before) == without(status) {
+                    counts.1 += 1;
+                }
+            }
+        });
+        StatusChanges { task, counts }
+    }
+
+    /// Stops watching: the changes seen, and those of the list alone, per object of `n`.
+    pub fn stop(self, n: usize) -> (f64, f64) {
+        self.task.abort();
+        let (all, listed) = *self.counts.lock();
+        (all as f64 / n as f64, listed as f64 / n as f64)
+    }
+}
