@@ -44,27 +44,45 @@ pub struct Shared {
     pub answered: f64,
 }
 
+/// The three kinds of pod write the rows follow.
+#[derive(Clone, Copy, Debug)]
+enum PodWrite {
+    /// The scheduler's `create pods/binding`.
+    Binding,
+    /// The simulated node's `patch` or `update` of `pods/status`.
+    NodeStatus,
+    /// The controller's `create pods`.
+    Create,
+}
+
+impl PodWrite {
+    const ALL: [PodWrite; 3] = [PodWrite::Binding, PodWrite::NodeStatus, PodWrite::Create];
+
+    /// Whether `e` is a write of this kind (successful or not).
+    fn is(self, e: &Entry) -> bool {
+        let (subresource, verbs): (Option<&str>, &[&str]) = match self {
+            PodWrite::Binding => (Some("binding"), &["create"]),
+            PodWrite::NodeStatus => (Some("status"), &["patch", "update"]),
+            PodWrite::Create => (None, &["create"]),
+        };
+        e.object_ref.resource == "pods"
+            && e.object_ref.subresource.as_deref() == subresource
+            && verbs.contains(&e.verb.as_str())
+    }
+}
+
 impl Shared {
     /// Read from `entries` about namespace `ns`.
     pub fn of(entries: &[Entry], ns: &str) -> Shared {
-        // The three kinds of pod write, each a (subresource, verbs) of this namespace's pods.
-        const KINDS: [(Option<&str>, &[&str]); 3] =
-            [(Some("binding"), &["create"]), (Some("status"), &["patch", "update"]), (None, &["create"])];
-        let of_kind = |(subresource, verbs): (Option<&'static str>, &'static [&'static str])| {
-            entries.iter().filter(move |e| {
-                e.succeeded()
-                    && e.object_ref.resource == "pods"
-                    && e.object_ref.namespace.as_deref() == Some(ns)
-                    && e.object_ref.subresource.as_deref() == subresource
-                    && verbs.contains(&e.verb.as_str())
-            })
+        let of_kind = |kind: PodWrite| {
+            entries.iter().filter(move |e| e.succeeded() && e.object_ref.namespace.as_deref() == Some(ns) && kind.is(e))
         };
         let median = |kind| secs(percentile(&sorted(of_kind(kind).filter_map(Entry::latency)), 0.5));
-        let (waiting, answered) = queue(KINDS.into_iter().flat_map(of_kind));
+        let (waiting, answered) = queue(PodWrite::ALL.into_iter().flat_map(of_kind));
         Shared {
-            bindings: median(KINDS[0]),
-            node_writes: median(KINDS[1]),
-            pod_creates: median(KINDS[2]),
+            bindings: median(PodWrite::Binding),
+            node_writes: median(PodWrite::NodeStatus),
+            pod_creates: median(PodWrite::Create),
             waiting,
             answered,
         }

@@ -127,7 +127,7 @@ mod tests {
         // seen yet: not waited for either, and no write to wait for.
         let o = observed(podset(1), vec![pod("web-a", "True"), pod("web-b", "False")]);
         let doomed = |name: &str| Doomed {
-            resource: std::sync::Arc::new(pod(name, "False").0),
+            resource: std::sync::Arc::new(ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&())),
             key: ChildKey::of("v1", "Pod", "", name),
             uid: format!("uid-{name}"),
         };
@@ -163,11 +163,9 @@ mod tests {
         // In the cache, its controller not yet at it: the same words, so no status write.
         assert_eq!(of(&Checked::default(), &observed(podset(1), vec![(resource, deployment)])), said, "not observed");
 
+        let (resource, web_a) = pod("web-a", "True");
         let patching = Checked {
-            patches: vec![Child {
-                resource: std::sync::Arc::new(pod("web-a", "True").0),
-                object: pod("web-a", "True").1,
-            }],
+            patches: vec![Child { resource: std::sync::Arc::new(resource), object: web_a }],
             ..Checked::default()
         };
         let ready = observed(podset(1), vec![pod("web-a", "True")]);
