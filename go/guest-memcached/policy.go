@@ -210,12 +210,15 @@ func observedStatus(in *policy.Input, s MemcachedSpec, current MemcachedStatus) 
 	// is still under way, whatever they say.
 	behind := acted && ds.ObservedGeneration < found.Meta.Generation
 	progressing := behind || !available || ds.UpdatedReplicas != s.Size || ds.Replicas != s.Size
+	// One pair of words from the apply until the rollout is complete: a status write
+	// each time they changed (guest-memcached/src/reconcile.rs).
 	progressReason, progressMessage := reason, message
 	switch {
-	case behind:
+	case reason == "Creating":
+	case progressing:
 		progressReason = "Updating"
-		progressMessage = fmt.Sprintf("Deployment %s: generation %d not yet observed by its controller", name, found.Meta.Generation)
-	case !progressing:
+		progressMessage = fmt.Sprintf("Deployment %s is rolling out at size %d", name, s.Size)
+	default:
 		progressReason = "Complete"
 	}
 

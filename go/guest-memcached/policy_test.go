@@ -113,7 +113,7 @@ func TestADeploymentStatusOlderThanItsSpecIsStillProgressing(t *testing.T) {
 	up := policytest.Input(memcached(t, 3, map[string]any{}))
 	up.Children = append(up.Children, deploymentWith(t, 1, 1, 2))
 	s := statusOf(t, decide(t, up))
-	if p := condition(t, s, "Progressing"); p.Status != "True" || p.Reason != "Updating" || !strings.Contains(p.Message, "generation 2") {
+	if p := condition(t, s, "Progressing"); p.Status != "True" || p.Reason != "Updating" || !strings.Contains(p.Message, "rolling out at size 3") {
 		t.Errorf("Progressing: %+v", p)
 	}
 	if policy.IsTrue(s.Conditions, "Available") {

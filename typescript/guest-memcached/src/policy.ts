@@ -196,13 +196,15 @@ function observedStatus(input: Input, s: MemcachedSpec, current: MemcachedStatus
   // Counts the Deployment controller wrote before it saw the Deployment's latest spec
   // are those of the spec before (as `kubectl rollout status` reads them): the rollout
   // is still under way, whatever they say.
-  const behind = acted && ds.observedGeneration < acted.meta.generation ? acted.meta.generation : undefined;
-  const progressing = behind !== undefined || !available || ds.updatedReplicas !== s.size || ds.replicas !== s.size;
+  const behind = acted !== undefined && ds.observedGeneration < acted.meta.generation;
+  const progressing = behind || !available || ds.updatedReplicas !== s.size || ds.replicas !== s.size;
+  // One pair of words from the apply until the rollout is complete: a status write each
+  // time they changed (guest-memcached/src/reconcile.rs).
   const [progressReason, progressMessage] =
-    behind !== undefined
-      ? ['Updating', `Deployment ${name}: generation ${behind} not yet observed by its controller`]
+    reason === 'Creating'
+      ? [reason, message]
       : progressing
-        ? [reason, message]
+        ? ['Updating', `Deployment ${name} is rolling out at size ${s.size}`]
         : ['Complete', message];
 
   let conditions = current.conditions ?? [];

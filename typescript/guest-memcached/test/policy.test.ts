@@ -73,7 +73,7 @@ test('a Deployment status older than its spec is still progressing', () => {
   const s = statusOf<MemcachedStatus>(decide(up));
   const progressing = condition(s, 'Progressing');
   assert.deepEqual([progressing.status, progressing.reason], ['True', 'Updating']);
-  assert.match(progressing.message, /generation 2/);
+  assert.match(progressing.message, /rolling out at size 3/);
   assert.ok(!isTrue(condition(s, 'Available')));
 
   const down = input(memcached(1, {}));
