@@ -125,6 +125,29 @@ pub fn undescribed(schema: &mut Value) {
     }
 }
 
+/// A document as an API server serves it, for the tests here and of the schemas kept
+/// from it (`scenario::schemas`): operations on paths, descriptions everywhere, and a
+/// field named `description` that is the schema's, not documentation.
+#[cfg(test)]
+pub(crate) fn served_note() -> serde_json::Value {
+    serde_json::json!({
+        "openapi": "3.0.0",
+        "paths": { "/api/v1/namespaces/{namespace}/notes": { "get": { "description": "list notes" } } },
+        "components": { "schemas": { "io.example.v1.Note": {
+            "description": "A note.",
+            "type": "object",
+            "x-kubernetes-group-version-kind": [{ "group": "", "version": "v1", "kind": "Note" }],
+            "properties": {
+                "apiVersion": { "type": "string" }, "kind": { "type": "string" },
+                "metadata": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+                "description": { "description": "What the note says.", "type": "string" },
+                "tags": { "type": "array", "items": { "description": "A tag.", "type": "string" } },
+                "size": { "allOf": [{ "description": "Its size.", "type": "integer" }] }
+            }
+        } } }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -133,27 +156,17 @@ mod tests {
 
     #[test]
     fn a_served_document_is_read_as_its_schemas_without_descriptions() {
-        // As an API server serves it: operations on paths, descriptions everywhere, and
-        // a field named `description` that is the schema's, not documentation.
-        let served = json!({
-            "openapi": "3.0.0",
-            "paths": { "/api/v1/namespaces/{namespace}/notes": { "get": { "description": "list notes" } } },
-            "components": { "schemas": { "io.example.v1.Note": {
-                "description": "A note.",
-                "type": "object",
-                "properties": {
-                    "description": { "description": "What the note says.", "type": "string" },
-                    "tags": { "type": "array", "items": { "description": "A tag.", "type": "string" } },
-                    "size": { "allOf": [{ "description": "Its size.", "type": "integer" }] }
-                }
-            } } }
-        });
+        let served = served_note();
         let read = schemas_of(&served.to_string(), "api/v1").expect("JSON");
         assert_eq!(
             read,
             json!({ "components": { "schemas": { "io.example.v1.Note": {
                 "type": "object",
+                "x-kubernetes-group-version-kind": [{ "group": "", "version": "v1", "kind": "Note" }],
                 "properties": {
+                    "apiVersion": { "type": "string" },
+                    "kind": { "type": "string" },
+                    "metadata": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
                     "description": { "type": "string" },
                     "tags": { "type": "array", "items": { "type": "string" } },
                     "size": { "allOf": [{ "type": "integer" }] }

@@ -637,22 +637,7 @@ mod tests {
 
     #[test]
     fn a_served_document_is_kept_without_its_paths_and_descriptions_and_still_checks() {
-        // As an API server serves it: operations on paths, descriptions everywhere, and
-        // a field named `description` that is the schema's, not documentation.
-        let served = json!({
-            "openapi": "3.0.0",
-            "paths": { "/api/v1/namespaces/{namespace}/notes": { "get": { "description": "list notes" } } },
-            "components": { "schemas": { "io.example.v1.Note": {
-                "description": "A note.",
-                "type": "object",
-                "x-kubernetes-group-version-kind": [{ "group": "", "version": "v1", "kind": "Note" }],
-                "properties": {
-                    "apiVersion": { "type": "string" }, "kind": { "type": "string" },
-                    "metadata": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
-                    "description": { "description": "What the note says.", "type": "string" }
-                }
-            } } }
-        });
+        let served = crate::kubernetes::openapi::served_note();
         let mut s = Schemas::default();
         assert_eq!(s.add_document(served, "served").expect("it compiles"), 1);
         let kept: Value = serde_json::from_str(&s.documents[0].1).expect("JSON");
