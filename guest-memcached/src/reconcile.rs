@@ -138,10 +138,12 @@ fn observed_status(
     // observed), "Ready" again, then "Complete": four status writes for a size 3 -> 1,
     // 4.3 per Memcached while 50 were sized at once against the sample's 1.5 (a private
     // cluster, 2026-12-01).
-    let (progress_reason, progress_message) = match acted {
-        _ if reason == "Creating" => (reason, message.clone()),
-        Some(_) if progressing => ("Updating", format!("Deployment {name} is rolling out at size {}", spec.size)),
-        _ => ("Complete", message.clone()),
+    let (progress_reason, progress_message) = if reason == "Creating" {
+        (reason, message.clone())
+    } else if progressing {
+        ("Updating", format!("Deployment {name} is rolling out at size {}", spec.size))
+    } else {
+        ("Complete", message.clone())
     };
     let set = |list: &mut Vec<Condition>, type_, status, reason: &str, message: &str| {
         conditions::set(list, Condition::new(type_, status, reason, message, now).generation(generation))
