@@ -79,6 +79,19 @@ impl Entry {
         Some((at(&self.request_received_timestamp)?, at(&self.stage_timestamp)?))
     }
 
+    /// Answered 504 Timeout because the request's context ended (its client went away,
+    /// e.g. an operator killed with writes in flight) while the API server went on with
+    /// it: k8s.io/apiserver's handlers/finisher answers at once and lets the store finish
+    /// in the background. Whether it changed anything is not in its entry.
+    pub fn undecided(&self) -> bool {
+        self.response_status.code == 504
+    }
+
+    /// A request about a pod (a subresource included) in `namespace`.
+    pub fn on_pods_of(&self, namespace: &str) -> bool {
+        self.object_ref.resource == "pods" && self.object_ref.namespace.as_deref() == Some(namespace)
+    }
+
     /// A write to `resource` (no subresource) in `namespace`.
     pub fn is(&self, resource: &str, namespace: &str) -> bool {
         self.object_ref.resource == resource
@@ -178,11 +191,22 @@ pub fn operator_pod_writes(entries: &[Entry], namespace: &str, verb: &str) -> us
 /// the mark: a create adds one when it completes, the first delete of a pod (a
 /// terminating pod no longer counts) takes one away. Only valid where no pod fails
 /// on its own during the window.
+///
+/// A write answered 504 because its client went away ([`Entry::undecided`]) counts by
+/// what followed it: a create did happen if the pod was written to afterwards (bound,
+/// its status set, deleted) before anyone created that name again; a delete did if the
+/// pod's next delete came from another user (its node removing a pod that was already
+/// terminating) rather than from the same one asking again. Counting such a delete as
+/// failed left a deleted pod active: the random-kill fault once counted 9 pods of 8.
 pub fn peak_active_pods(entries: &[Entry], namespace: &str, initial: usize) -> usize {
+    let pods: Vec<&Entry> = entries.iter().filter(|e| e.on_pods_of(namespace)).collect();
     let mut active = initial as i64;
     let mut peak = active;
     let mut deleted = HashSet::new();
-    for e in entries.iter().filter(|e| e.succeeded() && e.is("pods", namespace)) {
+    for (i, e) in pods.iter().enumerate() {
+        if e.object_ref.subresource.is_some() || !(e.succeeded() || (e.undecided() && took_effect(e, &pods[i + 1..]))) {
+            continue;
+        }
         match e.verb.as_str() {
             "create" => active += 1,
             "delete" if e.object_ref.name.as_ref().is_some_and(|n| deleted.insert(n.clone())) => active -= 1,
@@ -191,6 +215,22 @@ pub fn peak_active_pods(entries: &[Entry], namespace: &str, initial: usize) -> u
         peak = peak.max(active);
     }
     usize::try_from(peak).unwrap_or(0)
+}
+
+/// Whether an undecided create or delete of a pod happened, from the entries about
+/// pods that came after it.
+fn took_effect(undecided: &Entry, after: &[&Entry]) -> bool {
+    let Some(name) = undecided.object_ref.name.as_deref() else { return false };
+    let mut same_pod = after.iter().filter(|e| e.object_ref.name.as_deref() == Some(name) && e.succeeded());
+    let whole = |e: &&&Entry| e.object_ref.subresource.is_none();
+    match undecided.verb.as_str() {
+        "create" => same_pod.next().is_some_and(|e| !(whole(&e) && e.verb == "create")),
+        "delete" => same_pod
+            .filter(whole)
+            .find(|e| e.verb == "delete")
+            .is_some_and(|e| e.user.username != undecided.user.username),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -213,6 +253,63 @@ mod tests {
         })
         .to_string()
             + "\n"
+    }
+
+    /// A request about pod `name` in namespace `ns`, in the order written.
+    fn pod(verb: &str, user: &str, name: &str, subresource: Option<&str>, code: u16) -> Entry {
+        serde_json::from_value(serde_json::json!({
+            "stage": "ResponseComplete", "verb": verb, "user": { "username": user },
+            "objectRef": { "resource": "pods", "subresource": subresource, "namespace": "ns", "name": name },
+            "responseStatus": { "code": code },
+            "requestReceivedTimestamp": "2026-12-02T01:00:00.000000Z", "stageTimestamp": "2026-12-02T01:00:00.000001Z",
+        }))
+        .expect("an entry")
+    }
+
+    const NODE: &str = "podset-node-sim";
+
+    #[test]
+    fn a_delete_whose_client_went_away_counts_once_the_node_removes_the_pod() {
+        // 8 → 3, the operator killed with two of its five deletes in flight (504), then 7
+        // by its next process; the node removes the five terminating pods after.
+        let mut entries: Vec<Entry> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| pod("delete", OPERATOR_USER, n, None, if i < 2 { 504 } else { 200 }))
+            .collect();
+        entries.extend(["f", "g", "h", "i"].map(|n| pod("create", OPERATOR_USER, n, None, 201)));
+        entries.extend(["a", "b", "c", "d", "e"].map(|n| pod("delete", NODE, n, None, 200)));
+        assert_eq!(peak_active_pods(&entries, "ns", 8), 8);
+        // Without the node's word, the two deletes did nothing: the pods stayed active.
+        let cut = entries.len() - 5;
+        assert_eq!(peak_active_pods(&entries[..cut], "ns", 8), 9);
+    }
+
+    #[test]
+    fn a_delete_asked_again_by_the_same_user_had_not_happened() {
+        let entries = [
+            pod("delete", OPERATOR_USER, "a", None, 504),
+            pod("create", OPERATOR_USER, "b", None, 201),
+            pod("delete", OPERATOR_USER, "a", None, 200),
+            pod("delete", NODE, "a", None, 200),
+        ];
+        assert_eq!(peak_active_pods(&entries, "ns", 1), 2);
+    }
+
+    #[test]
+    fn a_create_whose_client_went_away_counts_once_the_pod_is_written_to() {
+        let entries = [
+            // Happened: the scheduler bound it.
+            pod("create", OPERATOR_USER, "a", None, 504),
+            pod("create", "system:kube-scheduler", "a", Some("binding"), 201),
+            // Had not: created again (a create of a name that exists would be refused).
+            pod("create", OPERATOR_USER, "b", None, 504),
+            pod("create", OPERATOR_USER, "b", None, 201),
+            // Nothing followed: not counted.
+            pod("create", OPERATOR_USER, "c", None, 504),
+        ];
+        assert_eq!(peak_active_pods(&entries, "ns", 0), 2);
+        assert_eq!(peak_active_pods(&entries[..2], "ns", 0), 1);
     }
 
     #[test]
