@@ -1,7 +1,9 @@
 //! A results table: a figure of the peer's beside ours, their ratio, the goal and
 //! whether it was met. Rows that compare two sets of rounds are data ([`Row`]), drawn
 //! by [`Table::rows`]; a figure measured once is a call ([`Table::ratio`],
-//! [`Table::alone`]).
+//! [`Table::alone`]). A row that misses its goal says beside "miss" what its own
+//! figures show of why, where they show it: how many rounds passed, which part of a
+//! total grew, how far the decision is from its floor.
 
 use std::fmt::Write as _;
 
@@ -15,8 +17,33 @@ use crate::stats::{lowest_first, median};
 /// A table: peer, ours, ratio, goal, pass/fail.
 pub struct Table {
     title: String,
-    rows: Vec<[String; 6]>,
+    rows: Vec<Line>,
 }
+
+/// One row as printed, and the figures a row that misses is explained by.
+struct Line {
+    cells: [String; 6],
+    /// The peer's figure and ours, for a total's parts ("… of which") to be compared.
+    figures: Option<(f64, f64, Unit)>,
+    /// The ratio that passes, for the rounds beneath to be held to it.
+    goal: Option<f64>,
+}
+
+impl Line {
+    fn new(cells: [String; 6]) -> Line {
+        Line { cells, figures: None, goal: None }
+    }
+
+    /// "miss" becomes "miss: `why`".
+    fn explain(&mut self, why: &str) {
+        if self.cells[5] == "miss" {
+            self.cells[5] = format!("miss: {why}");
+        }
+    }
+}
+
+/// The label of a total's part: "… of which Events".
+const PART: &str = "… of which ";
 
 /// A row comparing two sets of rounds: the peer's (or a baseline's) and ours.
 pub struct Row {
@@ -129,6 +156,17 @@ impl Table {
         }
     }
 
+    /// The parts of the total in row `i` (the rows after it that start "… of which")
+    /// above the peer's, and by how much.
+    fn parts_grown(&self, i: usize) -> Vec<String> {
+        self.rows[i + 1..]
+            .iter()
+            .map_while(|l| Some((l.cells[0].strip_prefix(PART)?, l.figures?)))
+            .filter(|(_, (peer, ours, _))| ours > peer)
+            .map(|(part, (peer, ours, unit))| format!("{part} +{}", unit.show(ours - peer)))
+            .collect()
+    }
+
     /// A row comparing `ours` with `peer` (lower is better), with the goal a ratio.
     /// A peer's figure of 0 gives no ratio: "—", and no verdict on a goal (the audit-log
     /// rows at 20 000 printed `NaN×` when the API server's log had rotated, 2026-11-30).
@@ -140,7 +178,8 @@ impl Table {
             (Some(g), None) => (format!("≤ {g:.2}×"), "no peer figure".into()),
             (None, _) => ("—".into(), "—".into()),
         };
-        self.rows.push([what.into(), unit.show(peer), unit.show(ours), shown, goal_s, verdict]);
+        let cells = [what.into(), unit.show(peer), unit.show(ours), shown, goal_s, verdict];
+        self.rows.push(Line { cells, figures: Some((peer, ours, unit)), goal });
     }
 
     /// A decision inside the operator (`d`, means) against the module alone (p50):
@@ -152,6 +191,9 @@ impl Table {
     pub fn decisions(&mut self, first: &str, alone: &Alone, d: &Decisions, goal: Option<f64>) {
         let (hot, cold) = (alone.hot.as_secs_f64() * 1e6, alone.cold.as_secs_f64() * 1e6);
         self.ratio(first, hot, d.mean_wall() * 1e6, Unit::Micros, goal);
+        if let Some(line) = self.rows.last_mut().filter(|_| cold > 0.0) {
+            line.explain(&format!("{:.2}× the floor two rows below", d.mean_wall() * 1e6 / cold));
+        }
         self.ratio("… the deciding thread's CPU time (mean)", hot, d.mean_cpu() * 1e6, Unit::Micros, None);
         self.ratio(
             "… against the module alone with the CPU caches emptied first (the floor between other work)",
@@ -172,10 +214,24 @@ impl Table {
     }
 
     /// A row of each round's figures, lowest first, and of the ratios within rounds.
+    /// The row above, if it missed its goal, says how many rounds met it.
     pub fn each(&mut self, peer: &[f64], ours: &[f64], ratios: &[f64], unit: Unit) {
+        if let Some(line) = self.rows.last_mut()
+            && let Some(goal) = line.goal
+        {
+            let passed = ratios.iter().filter(|r| **r <= goal).count();
+            line.explain(&format!("{passed} of {} rounds passed", ratios.len()));
+        }
         let show = |vs: &[f64]| unit.show_all(vs, ", ");
         let ratios = ratios.iter().map(|r| format!("{r:.2}×")).collect::<Vec<_>>().join(", ");
-        self.rows.push(["… each round, lowest first".into(), show(peer), show(ours), ratios, "—".into(), "—".into()]);
+        self.rows.push(Line::new([
+            "… each round, lowest first".into(),
+            show(peer),
+            show(ours),
+            ratios,
+            "—".into(),
+            "—".into(),
+        ]));
     }
 
     /// A row of ours alone, against an absolute goal (lower is better).
@@ -184,25 +240,37 @@ impl Table {
             Some(g) => (format!("≤ {}", unit.show(g)), if ours <= g { "pass" } else { "miss" }.to_string()),
             None => ("—".into(), "—".into()),
         };
-        self.rows.push([what.into(), "—".into(), unit.show(ours), "—".into(), goal_s, verdict]);
+        self.rows.push(Line::new([what.into(), "—".into(), unit.show(ours), "—".into(), goal_s, verdict]));
     }
 
     /// A row of where our resident memory lies (heap / pool / files, MiB).
     pub fn split(&mut self, what: &str, r: &Resident) {
         let ours = Unit::MiB.show_all(&[r.heap, r.pool, r.files], " / ");
-        self.rows.push([what.into(), "—".into(), ours, "—".into(), "—".into(), "—".into()]);
+        self.rows.push(Line::new([what.into(), "—".into(), ours, "—".into(), "—".into(), "—".into()]));
     }
 
     /// A row of the peer's figures alone (several, joined), where ours has none.
     pub fn peer(&mut self, what: &str, peer: &[f64], unit: Unit) {
-        self.rows.push([what.into(), unit.show_all(peer, " / "), "—".into(), "—".into(), "—".into(), "—".into()]);
+        self.rows.push(Line::new([
+            what.into(),
+            unit.show_all(peer, " / "),
+            "—".into(),
+            "—".into(),
+            "—".into(),
+            "—".into(),
+        ]));
     }
 
     pub fn markdown(&self, peer: &str) -> String {
         let mut out =
             format!("### {}\n\n| | {peer} | ours | ratio | goal | |\n|---|---:|---:|---:|---:|---|\n", self.title);
-        for r in &self.rows {
-            let _ = writeln!(out, "| {} | {} | {} | {} | {} | {} |", r[0], r[1], r[2], r[3], r[4], r[5]);
+        for (i, Line { cells: r, .. }) in self.rows.iter().enumerate() {
+            let grown = self.parts_grown(i);
+            let verdict = match r[5].as_str() {
+                "miss" if !grown.is_empty() => format!("miss: by part, {}", grown.join(", ")),
+                v => v.to_string(),
+            };
+            let _ = writeln!(out, "| {} | {} | {} | {} | {} | {verdict} |", r[0], r[1], r[2], r[3], r[4]);
         }
         out
     }
