@@ -204,7 +204,7 @@ pub fn peak_active_pods(entries: &[Entry], namespace: &str, initial: usize) -> u
     let mut peak = active;
     let mut deleted = HashSet::new();
     for (i, e) in pods.iter().enumerate() {
-        if e.object_ref.subresource.is_some() || !(e.succeeded() || (e.undecided() && took_effect(e, &pods[i + 1..]))) {
+        if !e.is("pods", namespace) || !(e.succeeded() || (e.undecided() && took_effect(e, &pods[i + 1..]))) {
             continue;
         }
         match e.verb.as_str() {

@@ -265,11 +265,8 @@ impl Table {
         let mut out =
             format!("### {}\n\n| | {peer} | ours | ratio | goal | |\n|---|---:|---:|---:|---:|---|\n", self.title);
         for (i, Line { cells: r, .. }) in self.rows.iter().enumerate() {
-            let grown = self.parts_grown(i);
-            let verdict = match r[5].as_str() {
-                "miss" if !grown.is_empty() => format!("miss: by part, {}", grown.join(", ")),
-                v => v.to_string(),
-            };
+            let grown = if r[5] == "miss" { self.parts_grown(i) } else { Vec::new() };
+            let verdict = if grown.is_empty() { r[5].clone() } else { format!("miss: by part, {}", grown.join(", ")) };
             let _ = writeln!(out, "| {} | {} | {} | {} | {} | {verdict} |", r[0], r[1], r[2], r[3], r[4]);
         }
         out
