@@ -28,7 +28,8 @@
 //! against the ReplicaSet controller alone: for trying a change to convergence, or an
 //! operator setting, which the operators inherit from the environment
 //! (`RECONCILE_CONCURRENCY=16 BENCH_PEER_ONLY=1 make bench`). `BENCH_SEEDS_ONLY=1`
-//! runs the rounds against the seeds' own operators alone.
+//! runs the rounds against the seeds' own operators alone. A full run keeps each group
+//! as it ends; `BENCH_RESUME=1` finishes one cut short ([`kept`]).
 //!
 //! Measuring and drawing are apart: each group measures into its figures, and a
 //! function of those figures alone draws its table ([`table`]), so that what a table
@@ -36,6 +37,7 @@
 
 mod at_size;
 mod compared;
+mod kept;
 mod languages;
 mod machine;
 mod metrics;
@@ -55,28 +57,61 @@ mod watch;
 
 use podset_test_support as common;
 
-use sizes::{Group, Sizes};
+use kept::{Part, Stamp};
+use sizes::{Group, Run, Sizes};
 
 #[tokio::main]
 async fn main() {
     let (s, run) = Sizes::from_env();
     let client = common::client().await;
     let run_label = format!("podset.dev/bench={}", std::process::id());
-    let mut tables = Vec::new();
-    if run.runs(Group::Peer) {
-        tables.extend(rounds::tables(&client, &s, &run_label).await);
+    let heading = report::Heading::of(&client, run).await;
+    // Only a full run keeps its groups, for `BENCH_RESUME=1` to finish it.
+    let stamp = match (run, Stamp::now(heading.machine.clone(), heading.kubernetes.clone())) {
+        (Run::Full, Ok(stamp)) => Some(stamp),
+        (Run::Full, Err(why)) => {
+            eprintln!("the groups of this run are not kept for BENCH_RESUME=1: {why}");
+            None
+        }
+        _ => None,
+    };
+    if kept::resuming() && stamp.is_none() {
+        eprintln!("BENCH_RESUME=1 finishes a full run of a commit: every group of this one is measured");
     }
-    if run.runs(Group::Languages) {
-        tables.extend(languages::tables(&client, &s).await);
+    let (mut parts, mut resumed) = (Vec::new(), false);
+    for group in Group::ALL.into_iter().filter(|g| run.runs(*g)) {
+        let found = stamp.as_ref().filter(|_| kept::resuming()).and_then(|stamp| kept::find(stamp, group));
+        if let Some(part) = found {
+            eprintln!("{}: as kept on {}", group.key(), part.date);
+            parts.push(part);
+            resumed = true;
+            continue;
+        }
+        let tables = measure(group, &client, &s, &run_label).await;
+        let markdown = tables.iter().map(|(t, against)| t.markdown(against)).collect::<Vec<_>>().join("\n");
+        let part = Part { group, date: report::date(), markdown };
+        if let Some(stamp) = &stamp {
+            kept::keep(stamp, &part);
+        }
+        parts.push(part);
     }
-    if run.runs(Group::Seeds) {
-        tables.extend(seeds::tables(&client, &s).await);
-        tables.push((together::table(&client, &s).await, "three Go operators"));
-    }
-    if run.runs(Group::Scale) {
+    report::report(run, &heading, &parts, resumed);
+}
+
+/// The tables of `group`, each with the name of the peer its ratios are against.
+async fn measure(group: Group, client: &kube::Client, s: &Sizes, run_label: &str) -> Vec<(table::Table, &'static str)> {
+    match group {
+        Group::Peer => rounds::tables(client, s, run_label).await,
+        Group::Languages => languages::tables(client, s).await,
+        Group::Seeds => {
+            let mut tables = seeds::tables(client, s).await;
+            tables.push((together::table(client, s).await, "three Go operators"));
+            tables
+        }
         // The scale table and the curve start operators of their own.
-        tables.push((scale::scale(&client, &s, &run_label).await, "reference"));
-        tables.push((scale::curve(&client, &s, &run_label).await, "ReplicaSet controller"));
+        Group::Scale => vec![
+            (scale::scale(client, s, run_label).await, "reference"),
+            (scale::curve(client, s, run_label).await, "ReplicaSet controller"),
+        ],
     }
-    report::report(&client, run, &tables).await;
 }

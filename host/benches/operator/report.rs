@@ -3,23 +3,52 @@
 use kube::Client;
 use podset_test_support as common;
 
+use crate::kept::{self, Part};
 use crate::machine;
 use crate::sizes::Run;
-use crate::table::Table;
 
-/// The tables as Markdown, printed, and written to bench/results/latest.md by a full run.
-pub async fn report(client: &Client, run: Run, tables: &[(Table, &str)]) {
+/// What the results' heading says of the run, read before it measures.
+pub struct Heading {
+    run: Run,
+    pub machine: String,
+    pub kubernetes: String,
+}
+
+impl Heading {
+    pub async fn of(client: &Client, run: Run) -> Heading {
+        let kubernetes = client.apiserver_version().await.map(|v| v.git_version);
+        Heading {
+            run,
+            machine: machine::describe(),
+            kubernetes: kubernetes.unwrap_or_else(|e| format!("of unknown version: {e}")),
+        }
+    }
+}
+
+/// The groups' tables under a heading that says what ran where, printed, and written to
+/// bench/results/latest.md by a full run. A run finished with `BENCH_RESUME=1`
+/// (`resumed`: some of its groups were kept by an earlier one) says when each ended.
+pub fn report(run: Run, heading: &Heading, parts: &[Part], resumed: bool) {
+    let when = if resumed {
+        let ended: Vec<String> = parts.iter().map(|p| format!("{} {}", p.group.said(), p.date)).collect();
+        format!(
+            "the code of commit {} in more than one sitting (`BENCH_RESUME=1`), each group's end: {}",
+            kept::head(),
+            ended.join("; ")
+        )
+    } else {
+        date()
+    };
     let mut md = format!(
         "# Benchmarks\n\n`make bench`{} on {}, {}. Embedded control plane (Kubernetes {}), simulated node (pods ready 1 s after they start), operator `{}`.\n\n",
-        run.note(),
-        machine::describe(),
-        date(),
-        client.apiserver_version().await.map(|v| v.git_version).unwrap_or_else(|e| format!("of unknown version: {e}")),
+        heading.run.note(),
+        heading.machine,
+        when,
+        heading.kubernetes,
         // Relative to the repository: results name no machine's paths.
         relative(&common::operator_binary()).display()
     );
-    let parts: Vec<String> = tables.iter().map(|(t, against)| t.markdown(against)).collect();
-    md += &parts.join("\n");
+    md += &parts.iter().map(|p| p.markdown.as_str()).collect::<Vec<_>>().join("\n");
     println!("\n{md}");
     if run == Run::Full {
         let path = common::workspace().join("bench/results/latest.md");
@@ -30,7 +59,7 @@ pub async fn report(client: &Client, run: Run, tables: &[(Table, &str)]) {
 }
 
 /// Now, in UTC, to the minute.
-fn date() -> String {
+pub fn date() -> String {
     let out = std::process::Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"]).output();
     out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
 }

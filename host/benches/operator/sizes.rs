@@ -1,6 +1,6 @@
 //! How big a run is, and which groups it runs: `BENCH_QUICK`, `BENCH_ROUNDS_ONLY`,
 //! `BENCH_PEER_ONLY`, `BENCH_SCALE_ONLY`, `BENCH_SEEDS_ONLY`; `BENCH_CURVE` sets the
-//! curve's sizes.
+//! curve's sizes. (`BENCH_RESUME` finishes a full run: [`crate::kept`].)
 
 use std::time::Duration;
 
@@ -134,7 +134,7 @@ pub enum Run {
 }
 
 /// The groups of a run, in the order they run.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Group {
     /// The rounds against the ReplicaSet controller.
     Peer,
@@ -144,6 +144,30 @@ pub enum Group {
     Seeds,
     /// The scale table and the curve.
     Scale,
+}
+
+impl Group {
+    pub const ALL: [Group; 4] = [Group::Peer, Group::Languages, Group::Seeds, Group::Scale];
+
+    /// Its name in files and logs.
+    pub fn key(self) -> &'static str {
+        match self {
+            Group::Peer => "peer",
+            Group::Languages => "languages",
+            Group::Seeds => "seeds",
+            Group::Scale => "scale",
+        }
+    }
+
+    /// Its name in the results' heading.
+    pub fn said(self) -> &'static str {
+        match self {
+            Group::Peer => "the rounds against the ReplicaSet controller",
+            Group::Languages => "the languages",
+            Group::Seeds => "the seeds' operators",
+            Group::Scale => "the scale table and the curve",
+        }
+    }
 }
 
 impl Run {
