@@ -11,7 +11,7 @@ use common::{Env, eventually, kubectl, policy_loaded, publish_shadow, read_polic
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use podset_host::crd::ShadowStatus;
+use podset_host::crd::{ReconcilePolicy, ShadowStatus};
 
 const T: Duration = Duration::from_secs(60);
 const VARIANT: &str = "app.example.com/policy-variant";
@@ -37,6 +37,22 @@ async fn walkthrough(env: &Env, name: &str) {
 /// `kubectl patch reconcilepolicy NAME --type=KIND -p PATCH` in the test's namespace.
 fn patch_policy(env: &Env, name: &str, kind: &str, patch: &str) -> (bool, String) {
     kubectl(&["patch", "reconcilepolicy", name, "-n", &env.ns, &format!("--type={kind}"), "-p", patch])
+}
+
+/// Waits until the operator has acted on ReconcilePolicy `name`'s latest spec: its
+/// `status.observedGeneration`, written after the watch event that re-routes its parents.
+/// A PodSet scaled before then may still be decided by the policy it had: the
+/// promotion test scaled the stable track at once after widening the selector, under the
+/// load of a cold `make test` (2026-12-02), and the default policy made the pod the
+/// widened one was awaited for.
+async fn observed(env: &Env, name: &str) {
+    let rps: Api<ReconcilePolicy> = Api::namespaced(env.client.clone(), &env.ns);
+    eventually(&format!("ReconcilePolicy {name}'s latest spec to be acted on"), T, || async {
+        let rp = rps.get(name).await.ok()?;
+        let observed = rp.status?.observed_generation;
+        (observed.is_some() && observed == rp.metadata.generation).then_some(())
+    })
+    .await;
 }
 
 async fn variant_pods(env: &Env) -> usize {
@@ -219,6 +235,7 @@ async fn a_policy_is_promoted_from_shadow_to_canary_to_everyone_and_never_demote
     // Demoting a live policy is refused by the API server; promoting is a patch.
     let (ok, out) = patch_policy(&env, "next", "merge", r#"{"spec":{"mode":"Enforce"}}"#);
     assert!(ok, "{out}");
+    observed(&env, "next").await;
     let (ok, out) = patch_policy(&env, "next", "merge", r#"{"spec":{"mode":"Shadow"}}"#);
     assert!(!ok && out.contains("cannot change from Enforce to Shadow"), "{out}");
 
@@ -238,6 +255,7 @@ async fn a_policy_is_promoted_from_shadow_to_canary_to_everyone_and_never_demote
     let everyone = r#"[{"op":"replace","path":"/spec/selector","value":{}}]"#;
     let (ok, out) = patch_policy(&env, "next", "json", everyone);
     assert!(ok, "{out}");
+    observed(&env, "next").await;
     env.scale("stable", 3).await;
     eventually("the stable track to get the new policy's pod", T, || async {
         (variant_pods(&env).await == 2).then_some(())
