@@ -68,6 +68,11 @@ pub fn table(s: &Sizes, f: &AtSize) -> Table {
         Unit::Micros,
         Some(30.0),
     );
+    // What of it is the decision's fixed cost (a fresh instance, the call), and what each
+    // pod adds (reading it in, listing it).
+    let (few, hundred) = (f.alone.hot.as_secs_f64() * 1e6, f.hundred.as_secs_f64() * 1e6);
+    let per_pod = (hundred - few) / (100 - s.replicas).max(1) as f64;
+    t.because(&format!("{} at {} pods, then {per_pod:.2} µs per pod", Unit::Micros.show(few), s.replicas));
     t.alone("operator RSS, idle", f.idle_rss, Unit::MiB, None);
     t.alone(
         &format!("operator RSS, {} × {} converged (peak of the rounds)", s.objects, s.replicas),

@@ -165,6 +165,12 @@ pub fn scale_table(s: &Sizes, f: &Scaled) -> Table {
     let mut t = Table::new(&format!("Scale: {} PodSets × {} replicas, 3 policies loaded", s.scale_objects, s.replicas));
     t.alone("time until every PodSet reports all replicas available", f.converge.as_secs_f64(), Unit::Seconds, None);
     t.alone("operator RSS, converged", f.busy, Unit::MiB, Some(60.0));
+    let grown = f.busy_split.heap - f.idle_split.heap;
+    t.because(&format!(
+        "the heap {} since idle, {} per cached object (below)",
+        signed(grown, Unit::MiB),
+        Unit::KiB.show(grown * 1024.0 / f.cached.max(1.0))
+    ));
     // The measured reason beside a miss: where the memory lies, and what the caches cost.
     t.split("… of it: the heap and stacks / the Wasm instance pool / the binary and libraries", &f.busy_split);
     t.split("… the same, idle with the three policies loaded", &f.idle_split);
@@ -198,6 +204,14 @@ pub fn scale_table(s: &Sizes, f: &Scaled) -> Table {
         Unit::MiB,
         Some(60.0),
     );
+    let split = |r: &Resident| [r.heap, r.pool, r.files];
+    let grown: Vec<String> = ["the heap", "the instance pool", "the binary and libraries"]
+        .iter()
+        .zip(split(&f.shadow_split).into_iter().zip(split(&f.busy_split)))
+        .filter(|(_, (after, before))| after > before)
+        .map(|(part, (after, before))| format!("{part} {}", signed(after - before, Unit::MiB)))
+        .collect();
+    t.because(&format!("since converged, {}", grown.join(", ")));
     t.split("… of it: the heap and stacks / the Wasm instance pool / the binary and libraries", &f.shadow_split);
     t.alone(
         &format!(
@@ -484,4 +498,9 @@ async fn children_lookup(client: &Client, ns: &str, podsets: &Api<DynamicObject>
     let indexed = time(&|uid| store.controlled_by(uid).len());
     let scanned = time(&|uid| store.in_namespace(ns, |o| controller_uid(o) == Some(uid)).len());
     (indexed, scanned)
+}
+
+/// `v` with its sign: "+13.0 MiB", "-0.4 MiB".
+fn signed(v: f64, unit: Unit) -> String {
+    if v < 0.0 { format!("-{}", unit.show(-v)) } else { format!("+{}", unit.show(v)) }
 }

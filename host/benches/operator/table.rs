@@ -3,7 +3,8 @@
 //! by [`Table::rows`]; a figure measured once is a call ([`Table::ratio`],
 //! [`Table::alone`]). A row that misses its goal says beside "miss" what its own
 //! figures show of why, where they show it: how many rounds passed, which part of a
-//! total grew, how far the decision is from its floor.
+//! total grew, how far the decision is from its floor, and for a figure against an
+//! absolute goal what its table measured beside it ([`Table::because`]).
 
 use std::fmt::Write as _;
 
@@ -241,6 +242,14 @@ impl Table {
             None => ("—".into(), "—".into()),
         };
         self.rows.push(Line::new([what.into(), "—".into(), unit.show(ours), "—".into(), goal_s, verdict]));
+    }
+
+    /// The last row, if it missed its goal, says `why` beside "miss": for a row with an
+    /// absolute goal, what the table's other figures show of the reason.
+    pub fn because(&mut self, why: &str) {
+        if let Some(line) = self.rows.last_mut() {
+            line.explain(why);
+        }
     }
 
     /// A row of where our resident memory lies (heap / pool / files, MiB).
