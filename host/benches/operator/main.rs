@@ -67,12 +67,10 @@ async fn main() {
     let run_label = format!("podset.dev/bench={}", std::process::id());
     let heading = report::Heading::of(&client, run).await;
     // Only a full run keeps its groups, for `BENCH_RESUME=1` to finish it.
-    let stamp = match (run, Stamp::now(heading.machine.clone(), heading.kubernetes.clone())) {
-        (Run::Full, Ok(stamp)) => Some(stamp),
-        (Run::Full, Err(why)) => {
-            eprintln!("the groups of this run are not kept for BENCH_RESUME=1: {why}");
-            None
-        }
+    let stamp = match run {
+        Run::Full => Stamp::now(heading.machine.clone(), heading.kubernetes.clone())
+            .inspect_err(|why| eprintln!("the groups of this run are not kept for BENCH_RESUME=1: {why:#}"))
+            .ok(),
         _ => None,
     };
     if kept::resuming() && stamp.is_none() {
@@ -95,7 +93,7 @@ async fn main() {
         }
         parts.push(part);
     }
-    report::report(run, &heading, &parts, resumed);
+    report::report(&heading, &parts, resumed);
 }
 
 /// The tables of `group`, each with the name of the peer its ratios are against.

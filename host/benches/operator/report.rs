@@ -28,11 +28,11 @@ impl Heading {
 /// The groups' tables under a heading that says what ran where, printed, and written to
 /// bench/results/latest.md by a full run. A run finished with `BENCH_RESUME=1`
 /// (`resumed`: some of its groups were kept by an earlier one) says when each ended.
-pub fn report(run: Run, heading: &Heading, parts: &[Part], resumed: bool) {
+pub fn report(heading: &Heading, parts: &[Part], resumed: bool) {
     let when = if resumed {
         let ended: Vec<String> = parts.iter().map(|p| format!("{} {}", p.group.said(), p.date)).collect();
         format!(
-            "the code of commit {} in more than one sitting (`BENCH_RESUME=1`), each group's end: {}",
+            "the code of commit {}, finished with `BENCH_RESUME=1`; each group's end: {}",
             kept::head(),
             ended.join("; ")
         )
@@ -50,7 +50,7 @@ pub fn report(run: Run, heading: &Heading, parts: &[Part], resumed: bool) {
     );
     md += &parts.iter().map(|p| p.markdown.as_str()).collect::<Vec<_>>().join("\n");
     println!("\n{md}");
-    if run == Run::Full {
+    if heading.run == Run::Full {
         let path = common::workspace().join("bench/results/latest.md");
         std::fs::create_dir_all(path.parent().expect("dir")).expect("bench/results");
         std::fs::write(&path, &md).expect("write bench/results/latest.md");
