@@ -222,6 +222,24 @@ pub async fn policy_loaded(client: &Client, ns: &str, rp: &str, op: &crate::oper
     .await;
 }
 
+/// Waits until `op` has acted on ReconcilePolicy `rp`'s latest spec: its
+/// `status.observedGeneration`, written after the watch event that re-routes its parents.
+/// A parent changed before then may still be decided by the policy it had: the promotion
+/// test scaled the stable track at once after widening a selector, under the load of a
+/// cold `make test` (2026-12-02), and the default policy made the pod the widened one was
+/// awaited for.
+pub async fn policy_observed(client: &Client, ns: &str, rp: &str, op: &crate::operator::Operator) {
+    use podset_host::crd::ReconcilePolicy;
+    let rps: Api<ReconcilePolicy> = Api::namespaced(client.clone(), ns);
+    let what = format!("ReconcilePolicy {rp}'s latest spec to be acted on (log: {})", op.log.display());
+    crate::poll::eventually(&what, std::time::Duration::from_secs(60), || async {
+        let rp = rps.get(rp).await.ok()?;
+        let observed = rp.status?.observed_generation;
+        (observed.is_some() && observed == rp.metadata.generation).then_some(())
+    })
+    .await;
+}
+
 /// The `status.shadow` of Shadow ReconcilePolicy `rp` of `ns`, once it has caught up
 /// with `op`'s metrics (it is written every few seconds): every decision the operator
 /// counted is in it, and there was at least one.

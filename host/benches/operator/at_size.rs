@@ -23,10 +23,13 @@ pub fn operator_at_size(s: &Sizes, good: &[u8], rounds: &Rounds, idle_rss: f64) 
     let decisions = rounds.by[&Who::Wasm].iter().fold(Decisions::default(), |all, r| all.plus(&r.few_pods));
     let alone = isolated_decisions(good, s.replicas as usize);
     // A large PodSet's decision alone, the module's own cost at 100 pods.
-    let hundred = isolated_decisions(good, 100).hot;
+    let hundred = isolated_decisions(good, MANY_PODS).hot;
     let figures = AtSize { swap: rounds.swap, decisions, alone, hundred, idle_rss, busy_rss: rounds.busy_rss };
     table(s, &figures)
 }
+
+/// The pods of the large PodSet whose decision alone has a goal of its own.
+const MANY_PODS: usize = 100;
 
 /// What [`operator_at_size`] measured.
 pub struct AtSize {
@@ -34,7 +37,7 @@ pub struct AtSize {
     /// Its decisions of a few pods in its rounds, and the module's alone.
     pub decisions: Decisions,
     pub alone: Alone,
-    /// The module's decision alone at 100 pods, p50.
+    /// The module's decision alone at [`MANY_PODS`], p50.
     pub hundred: Duration,
     pub idle_rss: f64,
     pub busy_rss: f64,
@@ -63,15 +66,15 @@ pub fn table(s: &Sizes, f: &AtSize) -> Table {
         Some(2.0),
     );
     t.alone(
-        "policy decision alone, 100 pods converged, p50 (as `policy bench`)",
+        &format!("policy decision alone, {MANY_PODS} pods converged, p50 (as `policy bench`)"),
         f.hundred.as_secs_f64() * 1e6,
         Unit::Micros,
         Some(30.0),
     );
-    // What of it is the decision's fixed cost (a fresh instance, the call), and what each
-    // pod adds (reading it in, listing it).
+    // Its cost at the rounds' few pods, and what each pod beyond them adds (reading it
+    // in, listing it in the status).
     let (few, hundred) = (f.alone.hot.as_secs_f64() * 1e6, f.hundred.as_secs_f64() * 1e6);
-    let per_pod = (hundred - few) / (100 - s.replicas).max(1) as f64;
+    let per_pod = (hundred - few) / (MANY_PODS as f64 - f64::from(s.replicas)).max(1.0);
     t.because(&format!("{} at {} pods, then {per_pod:.2} µs per pod", Unit::Micros.show(few), s.replicas));
     t.alone("operator RSS, idle", f.idle_rss, Unit::MiB, None);
     t.alone(

@@ -165,12 +165,7 @@ pub fn scale_table(s: &Sizes, f: &Scaled) -> Table {
     let mut t = Table::new(&format!("Scale: {} PodSets × {} replicas, 3 policies loaded", s.scale_objects, s.replicas));
     t.alone("time until every PodSet reports all replicas available", f.converge.as_secs_f64(), Unit::Seconds, None);
     t.alone("operator RSS, converged", f.busy, Unit::MiB, Some(60.0));
-    let grown = f.busy_split.heap - f.idle_split.heap;
-    t.because(&format!(
-        "the heap {} since idle, {} per cached object (below)",
-        signed(grown, Unit::MiB),
-        Unit::KiB.show(grown * 1024.0 / f.cached.max(1.0))
-    ));
+    t.because(&grown(&f.busy_split, &f.idle_split, "idle"));
     // The measured reason beside a miss: where the memory lies, and what the caches cost.
     t.split("… of it: the heap and stacks / the Wasm instance pool / the binary and libraries", &f.busy_split);
     t.split("… the same, idle with the three policies loaded", &f.idle_split);
@@ -204,14 +199,8 @@ pub fn scale_table(s: &Sizes, f: &Scaled) -> Table {
         Unit::MiB,
         Some(60.0),
     );
-    let split = |r: &Resident| [r.heap, r.pool, r.files];
-    let grown: Vec<String> = ["the heap", "the instance pool", "the binary and libraries"]
-        .iter()
-        .zip(split(&f.shadow_split).into_iter().zip(split(&f.busy_split)))
-        .filter(|(_, (after, before))| after > before)
-        .map(|(part, (after, before))| format!("{part} {}", signed(after - before, Unit::MiB)))
-        .collect();
-    t.because(&format!("since converged, {}", grown.join(", ")));
+    // Converged above the goal already, the shadow's growth is not the reason: said first.
+    t.because(&format!("{} converged; {}", Unit::MiB.show(f.busy), grown(&f.shadow_split, &f.busy_split, "then")));
     t.split("… of it: the heap and stacks / the Wasm instance pool / the binary and libraries", &f.shadow_split);
     t.alone(
         &format!(
@@ -500,7 +489,22 @@ async fn children_lookup(client: &Client, ns: &str, podsets: &Api<DynamicObject>
     (indexed, scanned)
 }
 
-/// `v` with its sign: "+13.0 MiB", "-0.4 MiB".
-fn signed(v: f64, unit: Unit) -> String {
-    if v < 0.0 { format!("-{}", unit.show(-v)) } else { format!("+{}", unit.show(v)) }
+/// What of `after` grew since `before` (`since`), part by part, for a memory row that
+/// missed: "since idle, the heap +32.7 MiB", or that nothing did.
+fn grown(after: &Resident, before: &Resident, since: &str) -> String {
+    let parts = [
+        ("the heap", after.heap, before.heap),
+        ("the instance pool", after.pool, before.pool),
+        ("the binary and libraries", after.files, before.files),
+    ];
+    let grown: Vec<String> = parts
+        .into_iter()
+        .filter(|(_, after, before)| after > before)
+        .map(|(part, after, before)| format!("{part} {}", Unit::MiB.show_signed(after - before)))
+        .collect();
+    if grown.is_empty() {
+        format!("nothing grew since {since}")
+    } else {
+        format!("since {since}, {}", grown.join(", "))
+    }
 }

@@ -3,8 +3,8 @@
 //! by [`Table::rows`]; a figure measured once is a call ([`Table::ratio`],
 //! [`Table::alone`]). A row that misses its goal says beside "miss" what its own
 //! figures show of why, where they show it: how many rounds passed, which part of a
-//! total grew, how far the decision is from its floor, and for a figure against an
-//! absolute goal what its table measured beside it ([`Table::because`]).
+//! total grew, how far the decision is from its floor, and for some figures against an
+//! absolute goal what their table measured beside them ([`Table::because`]).
 
 use std::fmt::Write as _;
 
@@ -130,6 +130,11 @@ impl Unit {
         }
     }
 
+    /// `v` with its sign: "+13.0 MiB", "-0.4 MiB".
+    pub fn show_signed(self, v: f64) -> String {
+        if v < 0.0 { format!("-{}", self.show(-v)) } else { format!("+{}", self.show(v)) }
+    }
+
     /// Several figures, each as [`Unit::show`] writes it, joined by `sep`.
     pub fn show_all(self, vs: &[f64], sep: &str) -> String {
         vs.iter().map(|v| self.show(*v)).collect::<Vec<_>>().join(sep)
@@ -164,7 +169,7 @@ impl Table {
             .iter()
             .map_while(|l| Some((l.cells[0].strip_prefix(PART)?, l.figures?)))
             .filter(|(_, (peer, ours, _))| ours > peer)
-            .map(|(part, (peer, ours, unit))| format!("{part} +{}", unit.show(ours - peer)))
+            .map(|(part, (peer, ours, unit))| format!("{part} {}", unit.show_signed(ours - peer)))
             .collect()
     }
 

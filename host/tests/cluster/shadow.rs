@@ -7,11 +7,11 @@ use podset_test_support as common;
 use std::time::Duration;
 
 use common::audit::{AuditLog, operator_pod_writes};
-use common::{Env, eventually, kubectl, policy_loaded, publish_shadow, read_policy, shadow_settled};
+use common::{Env, eventually, kubectl, policy_loaded, policy_observed, publish_shadow, read_policy, shadow_settled};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use podset_host::crd::{ReconcilePolicy, ShadowStatus};
+use podset_host::crd::ShadowStatus;
 
 const T: Duration = Duration::from_secs(60);
 const VARIANT: &str = "app.example.com/policy-variant";
@@ -39,20 +39,8 @@ fn patch_policy(env: &Env, name: &str, kind: &str, patch: &str) -> (bool, String
     kubectl(&["patch", "reconcilepolicy", name, "-n", &env.ns, &format!("--type={kind}"), "-p", patch])
 }
 
-/// Waits until the operator has acted on ReconcilePolicy `name`'s latest spec: its
-/// `status.observedGeneration`, written after the watch event that re-routes its parents.
-/// A PodSet scaled before then may still be decided by the policy it had: the
-/// promotion test scaled the stable track at once after widening the selector, under the
-/// load of a cold `make test` (2026-12-02), and the default policy made the pod the
-/// widened one was awaited for.
-async fn observed(env: &Env, name: &str) {
-    let rps: Api<ReconcilePolicy> = Api::namespaced(env.client.clone(), &env.ns);
-    eventually(&format!("ReconcilePolicy {name}'s latest spec to be acted on"), T, || async {
-        let rp = rps.get(name).await.ok()?;
-        let observed = rp.status?.observed_generation;
-        (observed.is_some() && observed == rp.metadata.generation).then_some(())
-    })
-    .await;
+async fn observed(env: &Env, rp: &str) {
+    policy_observed(&env.client, &env.ns, rp, &env.op).await;
 }
 
 async fn variant_pods(env: &Env) -> usize {
