@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::sizes::Group;
 
 /// What must be the same for two groups' tables to stand in one run's results.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Stamp {
     /// The machine as the results' heading describes it (cores and CPU model).
     pub machine: String,
@@ -60,7 +60,8 @@ impl Stamp {
         Ok(Stamp { machine, code, kubernetes, settings: settings() })
     }
 
-    /// What differs between `self` and `other`, in words.
+    /// What differs between `self` and `other`, in words: none for a match. (The one
+    /// comparison: a field added to the stamp is added here.)
     fn differences(&self, other: &Stamp) -> Vec<&'static str> {
         [
             (self.machine != other.machine).then_some("the machine"),
@@ -83,7 +84,7 @@ fn settings() -> Vec<String> {
     let run = podset_host::config::run::RunArgs::augment_args(clap::Command::new("run"));
     let mut names: Vec<String> =
         run.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect();
-    names.push("BENCH_CURVE".into());
+    names.push(crate::sizes::CURVE.into());
     let mut set: Vec<String> =
         names.into_iter().filter_map(|name| std::env::var(&name).ok().map(|v| format!("{name}={v}"))).collect();
     set.sort();
@@ -137,10 +138,12 @@ fn path(group: Group) -> PathBuf {
 pub fn find(stamp: &Stamp, group: Group) -> Option<Part> {
     let text = std::fs::read_to_string(path(group)).ok()?;
     match serde_json::from_str::<Kept>(&text) {
-        Ok(kept) if kept.stamp == *stamp => Some(kept.part),
         Ok(kept) => {
-            let differ = kept.stamp.differences(stamp).join(", ");
-            eprintln!("kept {} ({}) not used: {differ} differ", group.key(), kept.part.date);
+            let differ = kept.stamp.differences(stamp);
+            if differ.is_empty() {
+                return Some(kept.part);
+            }
+            eprintln!("kept {} ({}) not used: {} differ", group.key(), kept.part.date, differ.join(", "));
             None
         }
         Err(e) => {

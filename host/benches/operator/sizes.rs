@@ -35,6 +35,9 @@ pub struct Sizes {
     pub curve_rounds: Vec<(usize, usize)>,
 }
 
+/// The variable that sets the curve's sizes, read here and stamped on kept groups.
+pub const CURVE: &str = "BENCH_CURVE";
+
 /// Pods per object on the scale curve.
 pub const CURVE_REPLICAS: i32 = 2;
 
@@ -109,7 +112,7 @@ impl Sizes {
                 curve_rounds: vec![(100, 11), (1000, 5), (5000, 2)],
             }
         };
-        let curve = std::env::var("BENCH_CURVE").ok().map(|v| {
+        let curve = std::env::var(CURVE).ok().map(|v| {
             v.split(',').map(|n| n.trim().parse().expect("BENCH_CURVE: numbers of objects, comma-separated")).collect()
         });
         (Sizes { curve: curve.unwrap_or(sizes.curve), ..sizes }, run)
