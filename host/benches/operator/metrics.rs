@@ -127,3 +127,47 @@ impl Deferrals {
         Deferrals { behind: self.behind - before.behind, conflict: self.conflict - before.conflict }
     }
 }
+
+/// One kind of write the operator sends: its verb and resource
+/// (`podset_api_writes_total`'s labels).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Request {
+    pub verb: String,
+    pub resource: String,
+}
+
+/// The operator's writes by [`Request`], from its metrics: what a row of writes that
+/// should be none names when there were some.
+#[derive(Clone, Debug, Default)]
+pub struct Writes(std::collections::BTreeMap<Request, f64>);
+
+impl Writes {
+    pub fn of(metrics: &str) -> Writes {
+        let label = |line: &str, name: &str| {
+            let from = line.find(&format!("{name}=\""))? + name.len() + 2;
+            let len = line[from..].find('"')?;
+            Some(line[from..from + len].to_string())
+        };
+        let mut by = std::collections::BTreeMap::new();
+        for line in metrics.lines().filter(|l| l.starts_with("podset_api_writes_total{")) {
+            let (Some(verb), Some(resource)) = (label(line, "verb"), label(line, "resource")) else { continue };
+            let Some(n) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else { continue };
+            *by.entry(Request { verb, resource }).or_insert(0.0) += n;
+        }
+        Writes(by)
+    }
+
+    /// The writes since `before` of the resources `counted` keeps, each kind with its
+    /// count ("patch podsets/status 3, create events 2"), or "none".
+    pub fn since(&self, before: &Writes, counted: impl Fn(&str) -> bool) -> String {
+        let grown: Vec<String> = self
+            .0
+            .iter()
+            .filter(|(r, _)| counted(&r.resource))
+            .map(|(r, n)| (r, n - before.0.get(r).copied().unwrap_or(0.0)))
+            .filter(|(_, n)| *n > 0.0)
+            .map(|(r, n)| format!("{} {} {n}", r.verb, r.resource))
+            .collect();
+        if grown.is_empty() { "none".into() } else { grown.join(", ") }
+    }
+}

@@ -3,7 +3,6 @@
 //! measured beside them, and their tables.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use kube::Client;
 use podset_test_support as common;
@@ -60,7 +59,7 @@ pub struct Rounds {
     /// The peer at the controller manager's default client rate.
     pub default_rate: Round,
     /// The hot swap after the operator's last round.
-    pub swap: Option<Duration>,
+    pub swap: Option<at_size::Swap>,
     /// The operator's peak memory over its rounds.
     pub busy_rss: f64,
 }

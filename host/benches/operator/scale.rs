@@ -11,7 +11,7 @@ use podset_test_support as common;
 
 use crate::at_size::{Alone, isolated_decisions};
 use crate::machine::{Resident, component_cpu, component_pid, cpu_seconds, rss};
-use crate::metrics::{Decisions, Deferrals};
+use crate::metrics::{Decisions, Deferrals, Writes};
 use crate::peer::{Heap, Peer, apiserver_metrics, controller_writes, writes_in};
 use crate::queueing::{self, Jumped};
 use crate::round::{bench_namespace, create_all, drop_namespace, kcm_rate};
@@ -31,15 +31,16 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
 
     // Idle, with one policy and with three: what an extra loaded policy costs.
     let mut idle = Vec::new();
-    let mut idle_split = Resident::default();
+    let mut splits = Vec::new();
     for loaded in [&all[..1], &all[..]] {
         let op = common::Operator::spawn_shard("bench-idle", label, loaded, &common::kubeconfig_path(), &[]);
         op.ready().await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         idle.push(rss(op.pid()));
-        idle_split = Resident::of(op.pid());
+        splits.push(Resident::of(op.pid()));
     }
     let per_policy = (idle[1] - idle[0]) / 2.0;
+    let (one_policy_split, idle_split) = (splits[0], splits[1]);
 
     let op =
         common::Operator::spawn_shard("bench-scale", label, &all, &common::kubeconfig_path(), &["--resync", &resync]);
@@ -59,12 +60,16 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
 
     // A resync with nothing to do: every PodSet reconciled again, no write.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let writes_before = common::cluster_writes(&op.metrics().await);
+    let m = op.metrics().await;
+    let (writes_before, requests_before) = (common::cluster_writes(&m), Writes::of(&m));
     let reconciles_before = op.sum("podset_reconciles_total", "").await;
     let decisions_before = Decisions::of(&op.metrics().await);
     let cpu_before = cpu_seconds(op.pid());
     tokio::time::sleep(s.resync + Duration::from_secs(5)).await;
-    let writes = common::cluster_writes(&op.metrics().await) - writes_before;
+    let m = op.metrics().await;
+    let writes = common::cluster_writes(&m) - writes_before;
+    let resync_requests =
+        Writes::of(&m).since(&requests_before, |r| !["leases", "selfsubjectaccessreviews"].contains(&r));
     let reconciled = op.sum("podset_reconciles_total", "").await - reconciles_before;
     let cpu = cpu_seconds(op.pid()) - cpu_before;
     // The same decisions as in the rounds (a few pods), with the control plane idle.
@@ -84,6 +89,7 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     let m = op.metrics().await;
     let (writes_before, events_before) =
         (decided_writes(&m), common::sum_metric(&m, "podset_api_writes_total", r#"resource="events""#));
+    let requests_before = Writes::of(&m);
     let status_before = op.sum("podset_api_writes_total", r#"resource="reconcilepolicies"#).await;
     let podset = common::read_policy("podset.wasm");
     common::publish_shadow(client, &ns, "shadow", "shadow-module", &podset, None).await;
@@ -100,6 +106,8 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     let status_writes = op.sum("podset_api_writes_total", r#"resource="reconcilepolicies"#).await - status_before;
     let m = op.metrics().await;
     let shadow_writes = decided_writes(&m) - writes_before;
+    let shadow_requests =
+        Writes::of(&m).since(&requests_before, |r| ["pods", "podsets", "podsets/status"].contains(&r));
     let events = common::sum_metric(&m, "podset_api_writes_total", r#"resource="events""#) - events_before;
     drop(op);
     let (indexed, scanned) = children_lookup(client, &ns, &api).await;
@@ -109,11 +117,13 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
         converge,
         busy,
         idle_split,
+        one_policy_split,
         busy_split,
         cached,
         per_policy,
         reconciled,
         writes,
+        resync_requests,
         cpu,
         alone,
         resync_decisions,
@@ -123,6 +133,7 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
         status_writes,
         events,
         shadow_writes,
+        shadow_requests,
         indexed,
         scanned,
     };
@@ -136,6 +147,8 @@ pub struct Scaled {
     pub busy: f64,
     /// Where the memory lies: idle with the three policies, converged, after the shadow.
     pub idle_split: Resident,
+    /// Idle with one policy loaded: what the two more grew.
+    pub one_policy_split: Resident,
     pub busy_split: Resident,
     pub shadow_split: Resident,
     /// The objects the caches held, converged.
@@ -144,6 +157,8 @@ pub struct Scaled {
     /// A resync with nothing to do: reconciles, writes, CPU seconds.
     pub reconciled: f64,
     pub writes: f64,
+    /// Those writes by verb and resource ("none" if none).
+    pub resync_requests: String,
     pub cpu: f64,
     /// The module alone, and the decisions of that resync.
     pub alone: Alone,
@@ -155,6 +170,8 @@ pub struct Scaled {
     pub status_writes: f64,
     pub events: f64,
     pub shadow_writes: f64,
+    /// Those writes by verb and resource ("none" if none).
+    pub shadow_requests: String,
     /// A parent's children: by index, and by a scan of the namespace.
     pub indexed: Duration,
     pub scanned: Duration,
@@ -176,6 +193,7 @@ pub fn scale_table(s: &Sizes, f: &Scaled) -> Table {
         None,
     );
     t.alone("RSS per extra loaded policy (idle, 3 policies vs 1)", f.per_policy, Unit::MiB, Some(2.0));
+    t.because(&grown(&f.idle_split, &f.one_policy_split, "one policy"));
     let reconciled = f.reconciled;
     t.alone(
         &format!("writes during a resync with nothing to do ({reconciled} reconciles)"),
@@ -183,6 +201,7 @@ pub fn scale_table(s: &Sizes, f: &Scaled) -> Table {
         Unit::Count,
         Some(0.0),
     );
+    t.because(&format!("by request, {}", f.resync_requests));
     t.alone("CPU of that resync", f.cpu, Unit::Seconds, None);
     // Beside the busy rounds' figure: how much of the gap to the module alone is the
     // operator's, and how much a machine whose cores the control plane fills.
@@ -211,6 +230,7 @@ pub fn scale_table(s: &Sizes, f: &Scaled) -> Table {
         Unit::Count,
         Some(0.0),
     );
+    t.because(&format!("by request, {}", f.shadow_requests));
     t.ratio(
         &format!(
             "a parent's children out of {} cached pods: by owner-UID index vs a scan of the namespace (peer column)",
