@@ -211,12 +211,16 @@ fn launch(
         .expect("spawn podset-host")
 }
 
-/// The writes an operator's `/metrics` text counts that change the cluster. Not
-/// counted: its Lease (a standby asks for it too) and SelfSubjectAccessReviews (a POST
-/// that stores nothing: every replica checks its permissions when it loads a policy).
+/// The resources of an operator's writes that do not change the cluster: its Lease (a
+/// standby asks for it too) and SelfSubjectAccessReviews (a POST that stores nothing:
+/// every replica checks its permissions when it loads a policy).
+pub const NOT_CLUSTER_WRITES: [&str; 2] = ["leases", "selfsubjectaccessreviews"];
+
+/// The writes an operator's `/metrics` text counts that change the cluster (all but
+/// [`NOT_CLUSTER_WRITES`]).
 pub fn cluster_writes(metrics: &str) -> f64 {
-    let sum = |filter| sum_metric(metrics, "podset_api_writes_total", filter);
-    sum("") - sum(r#"resource="leases""#) - sum(r#"resource="selfsubjectaccessreviews""#)
+    let sum = |filter: &str| sum_metric(metrics, "podset_api_writes_total", filter);
+    sum("") - NOT_CLUSTER_WRITES.iter().map(|r| sum(&format!(r#"resource="{r}""#))).sum::<f64>()
 }
 
 pub fn sum_metric(text: &str, metric: &str, filter: &str) -> f64 {

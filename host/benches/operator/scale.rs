@@ -68,8 +68,7 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     tokio::time::sleep(s.resync + Duration::from_secs(5)).await;
     let m = op.metrics().await;
     let writes = common::cluster_writes(&m) - writes_before;
-    let resync_requests =
-        Writes::of(&m).since(&requests_before, |r| !["leases", "selfsubjectaccessreviews"].contains(&r));
+    let resync_requests = Writes::of(&m).since(&requests_before, |r| !common::NOT_CLUSTER_WRITES.contains(&r));
     let reconciled = op.sum("podset_reconciles_total", "").await - reconciles_before;
     let cpu = cpu_seconds(op.pid()) - cpu_before;
     // The same decisions as in the rounds (a few pods), with the control plane idle.
@@ -80,10 +79,11 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     // each is decided again, live and shadow. Memory and writes, apart from the
     // shadow's own throttled status.
     // The writes a decision can cause: pods, and PodSets (metadata and status).
+    const DECIDED: [&str; 3] = ["pods", "podsets", "podsets/status"];
     let decided_writes = |m: &str| {
-        ["pods\"", "podsets\"", "podsets/status\""]
+        DECIDED
             .iter()
-            .map(|r| common::sum_metric(m, "podset_api_writes_total", &format!("resource=\"{r}")))
+            .map(|r| common::sum_metric(m, "podset_api_writes_total", &format!(r#"resource="{r}""#)))
             .sum::<f64>()
     };
     let m = op.metrics().await;
@@ -106,8 +106,7 @@ pub async fn scale(client: &Client, s: &Sizes, label: &str) -> Table {
     let status_writes = op.sum("podset_api_writes_total", r#"resource="reconcilepolicies"#).await - status_before;
     let m = op.metrics().await;
     let shadow_writes = decided_writes(&m) - writes_before;
-    let shadow_requests =
-        Writes::of(&m).since(&requests_before, |r| ["pods", "podsets", "podsets/status"].contains(&r));
+    let shadow_requests = Writes::of(&m).since(&requests_before, |r| DECIDED.contains(&r));
     let events = common::sum_metric(&m, "podset_api_writes_total", r#"resource="events""#) - events_before;
     drop(op);
     let (indexed, scanned) = children_lookup(client, &ns, &api).await;
